@@ -1,0 +1,9 @@
+"""Keras layers of BERT, one concept per module."""
+
+from bert_tf.layers.attention import BertSelfAttention, padding_bias
+from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.heads import BertPooler, ClassificationHead, FoldChoices, MaskedLMHead
+from bert_tf.layers.transformer_block import BertTransformerBlock
+
+__all__ = ["BertEmbeddings", "BertSelfAttention", "BertTransformerBlock", "BertPooler", "MaskedLMHead",
+           "ClassificationHead", "FoldChoices", "padding_bias"]

@@ -1,0 +1,84 @@
+"""Bidirectional multi-head self-attention with BERT's sub-layer names (`attention/self`, `attention/output`)."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers.activations import initializer
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product attention over all positions, with the additive padding mask, plus the output projection.
+
+    This is the paper's "multi-head attention" box together with the residual-free output dense, so the layer owns
+    exactly the variables `attention/self/{query,key,value}` and `attention/output/dense` of the original checkpoint.
+    The scores and softmax are computed in float32 under any mixed-precision policy; masked keys get -10000 added
+    before the softmax as in the original code.
+
+    Args:
+      hidden_size: model width H; each of `num_heads` heads has width H / num_heads.
+      num_heads: number of attention heads.
+      dropout_rate: dropout on the attention probabilities.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+    """
+
+    def __init__(self, hidden_size, num_heads, dropout_rate=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size={hidden_size} is not a multiple of num_heads={num_heads}")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+
+        def dense(name):
+            return keras.layers.Dense(hidden_size, kernel_initializer=initializer(initializer_range),
+                                      dtype=self.dtype_policy, name=name)
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.output_dense = dense("output_dense")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        for layer in (self.query, self.key, self.value, self.output_dense):
+            layer.build((None, None, self.hidden_size))
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
+
+    def call(self, hidden_states, attention_bias=None, training=None):
+        """`attention_bias` is [batch, 1, 1, seq] float32: 0 for real keys, -10000 for padding (see `padding_bias`)."""
+        q = self._split_heads(self.query(hidden_states))
+        k = self._split_heads(self.key(hidden_states))
+        v = self._split_heads(self.value(hidden_states))
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        scores = ops.cast(scores, "float32") * (1.0 / float(self.head_size) ** 0.5)
+        if attention_bias is not None:
+            scores = scores + ops.cast(attention_bias, "float32")  # Keras autocasts inputs to compute dtype
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.dropout(probs, training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
+        batch, seq = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        context = ops.reshape(context, (batch, seq, self.hidden_size))
+        return self.output_dense(context)
+
+    def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
+        return hidden_states_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads, dropout_rate=self.dropout_rate,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+def padding_bias(input_mask):
+    """[batch, seq] 1/0 mask -> [batch, 1, 1, seq] float32 additive bias, computed once per batch for all layers."""
+    mask = ops.cast(input_mask, "float32")
+    return ((1.0 - mask) * -10000.0)[:, None, None, :]

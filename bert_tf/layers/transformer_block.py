@@ -1,0 +1,73 @@
+"""One post-LayerNorm transformer encoder block, named like the original checkpoint's `layer_N`."""
+
+import keras
+
+from bert_tf.layers.activations import get_activation, initializer
+from bert_tf.layers.attention import BertSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTransformerBlock(keras.layers.Layer):
+    """Self-attention and a position-wise feed-forward network, each followed by dropout, residual add and LayerNorm.
+
+    Post-LN as in the paper (and Vaswani et al.): `LN(x + Dropout(Attn(x)))`, then `LN(h + Dropout(W2 act(W1 h)))`
+    with W1 of width `intermediate_size` (4H in every released model).
+
+    Args:
+      hidden_size, num_heads, intermediate_size: widths.
+      activation: canonical activation name of the FFN (`gelu_tanh` for original checkpoints, `gelu` for exact).
+      dropout_rate: hidden dropout; attention_dropout_rate: dropout on attention probabilities.
+      initializer_range: stddev of the truncated-normal initializer; layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu_tanh", dropout_rate=0.1,
+                 attention_dropout_rate=0.1, initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+
+        policy = self.dtype_policy
+        self.attention = BertSelfAttention(hidden_size, num_heads, attention_dropout_rate, initializer_range,
+                                           dtype=policy, name="attention")
+        self.attention_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
+                                                                    name="attention_LayerNorm")
+        self.activation_fn = get_activation(activation)
+        self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=initializer(initializer_range),
+                                               dtype=policy, name="intermediate")
+        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer(initializer_range),
+                                               dtype=policy, name="output_dense")
+        self.output_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
+                                                                 name="output_LayerNorm")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
+
+    def build(self, input_shape):
+        shape = (None, None, self.hidden_size)
+        self.attention.build(shape)
+        self.attention_layer_norm.build(shape)
+        self.intermediate.build(shape)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_layer_norm.build(shape)
+        self.built = True
+
+    def call(self, hidden_states, attention_bias=None, training=None):
+        attended = self.attention(hidden_states, attention_bias, training=training)
+        h = self.attention_layer_norm(hidden_states + self.dropout(attended, training=training))
+        ffn = self.output_dense(self.activation_fn(self.intermediate(h)))
+        return self.output_layer_norm(h + self.dropout(ffn, training=training))
+
+    def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
+        return hidden_states_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      intermediate_size=self.intermediate_size, activation=self.activation,
+                      dropout_rate=self.dropout_rate, attention_dropout_rate=self.attention_dropout_rate,
+                      initializer_range=self.initializer_range, layer_norm_eps=self.layer_norm_eps)
+        return config

@@ -1,0 +1,250 @@
+"""BERT as Keras models: the encoder, the pretraining model (MLM + NSP) and the fine-tuning task models.
+
+All are functional models built in `__init__`, so they have symbolic inputs (for export and `summary()`), run under
+`jit_compile`, and serialize through `get_config` (the task models store their encoder's config, not a copy of its
+graph). Inputs and outputs follow the TF-Hub BERT convention.
+"""
+
+from __future__ import annotations
+
+import keras
+from bert_tf.config import BertConfig
+from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
+                            MaskedLMHead, padding_bias)
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def _as_config(config) -> BertConfig:
+    if isinstance(config, BertConfig):
+        return config
+    if isinstance(config, dict):
+        return BertConfig(**config)
+    raise TypeError(f"expected a BertConfig or its dict, got {type(config).__name__}")
+
+
+def encoder_inputs(batch_shape=(None,)):
+    """Symbolic int32 inputs `input_word_ids`, `input_mask`, `input_type_ids` of shape [batch, *batch_shape]."""
+    return {name: keras.Input(shape=batch_shape, dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+    """The BERT encoder: embeddings, `num_hidden_layers` post-LN transformer blocks and the [CLS] pooler.
+
+    Call it on a dict with `input_word_ids`, `input_mask` and `input_type_ids` (int32 [batch, seq], any seq up to
+    `max_position_embeddings`). It returns a dict with `sequence_output` [batch, seq, H], `pooled_output` [batch, H]
+    and `encoder_outputs`, the list of every block's output (the last equals `sequence_output`).
+
+    The padding bias for attention is computed once per batch and shared by all blocks. Sub-layers are public
+    (`embeddings`, `transformer_layers`, `pooler`) because checkpoint loaders and the task heads address them.
+
+    Args:
+      config: a `BertConfig` (or its dict).
+      dtype: optional Keras dtype policy for all layers, e.g. "mixed_bfloat16"; default: the global policy.
+    """
+
+    def __init__(self, config, dtype=None, name="bert", **kwargs):
+        config = _as_config(config)
+        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+        inputs = encoder_inputs()
+        embeddings = BertEmbeddings(config.vocab_size, config.hidden_size, config.type_vocab_size,
+                                    config.max_position_embeddings, config.initializer_range, config.layer_norm_eps,
+                                    config.hidden_dropout_prob, dtype=policy, name="embeddings")
+        x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        bias = padding_bias(inputs["input_mask"])
+        blocks, layer_outputs = [], []
+        for i in range(config.num_hidden_layers):
+            block = BertTransformerBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                                         config.hidden_act, config.hidden_dropout_prob,
+                                         config.attention_probs_dropout_prob, config.initializer_range,
+                                         config.layer_norm_eps, dtype=policy, name=f"layer_{i}")
+            x = block(x, bias)
+            blocks.append(block)
+            layer_outputs.append(x)
+        pooler = BertPooler(config.hidden_size, config.initializer_range, dtype=policy, name="pooler")
+        outputs = {"sequence_output": x, "pooled_output": pooler(x), "encoder_outputs": layer_outputs}
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        self.bert_config = config
+        self.embeddings = embeddings
+        self.transformer_layers = blocks
+        self.pooler = pooler
+        self._policy_name = None if dtype is None else policy.name
+
+    def get_config(self):
+        return {"config": self.bert_config.to_dict(), "dtype": self._policy_name, "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _as_encoder(encoder) -> BertEncoder:
+    if isinstance(encoder, BertEncoder):
+        return encoder
+    if isinstance(encoder, (BertConfig, dict)) and not (isinstance(encoder, dict) and "class_name" in encoder):
+        return BertEncoder(encoder)
+    if isinstance(encoder, dict):
+        return keras.saving.deserialize_keras_object(encoder)
+    raise TypeError(f"expected a BertEncoder, BertConfig or serialized encoder, got {type(encoder).__name__}")
+
+
+class _TaskModel(keras.Model):
+    """Shared plumbing of the models that put a head on a `BertEncoder`: config round trip via the encoder."""
+
+    _head_args: tuple[str, ...] = ()
+
+    def _finish(self, encoder, **head_args):
+        self.encoder = encoder
+        self.bert_config = encoder.bert_config
+        for key, value in head_args.items():
+            setattr(self, key, value)
+
+    def get_config(self):
+        config = {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
+                  "trainable": self.trainable}
+        config.update({key: getattr(self, key) for key in self._head_args})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = _as_encoder(config["encoder"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(_TaskModel):
+    """BERT with its two pretraining heads: masked LM at `masked_lm_positions` and next-sentence prediction.
+
+    Inputs: the encoder inputs plus `masked_lm_positions` (int32 [batch, max_predictions_per_seq]). Outputs:
+    `mlm_logits` float32 [batch, max_predictions, vocab] (decoder tied to the word embeddings) and `nsp_logits`
+    float32 [batch, 2] (index 1 = "B is a random sentence", as in the original records).
+
+    Args:
+      encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one).
+    """
+
+    def __init__(self, encoder, name="bert_pretrainer", **kwargs):
+        encoder = _as_encoder(encoder)
+        cfg = encoder.bert_config
+        policy = encoder.dtype_policy
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        outputs = encoder({k: inputs[k] for k in INPUT_NAMES})
+        mlm = MaskedLMHead(cfg.vocab_size, cfg.hidden_size, cfg.hidden_act, cfg.initializer_range,
+                           cfg.layer_norm_eps, dtype=policy, name="predictions")
+        nsp = ClassificationHead(2, dropout_rate=0.0, initializer_range=cfg.initializer_range, dtype=policy,
+                                 name="seq_relationship")
+        mlm_logits = mlm(outputs["sequence_output"], inputs["masked_lm_positions"],
+                         encoder.embeddings.word_embeddings)
+        nsp_logits = nsp(outputs["pooled_output"])
+        super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, name=name,
+                         **kwargs)
+        self._finish(encoder)
+        self.masked_lm = mlm
+        self.next_sentence = nsp
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(_TaskModel):
+    """Sequence (pair) classification on the pooled [CLS] output; `num_classes=1` makes it a regression (STS-B).
+
+    Output: `logits` float32 [batch, num_classes].
+
+    Args:
+      encoder: a `BertEncoder` or `BertConfig`.
+      num_classes: number of labels (1 = one real-valued score).
+      dropout_rate: dropout on the pooled output (paper: 0.1).
+    """
+
+    _head_args = ("num_classes", "dropout_rate")
+
+    def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_classifier", **kwargs):
+        encoder = _as_encoder(encoder)
+        inputs = encoder_inputs()
+        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
+                                  dtype=encoder.dtype_policy, name="classifier")
+        logits = head(encoder(inputs)["pooled_output"])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
+        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
+        self.head = head
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenClassifier(_TaskModel):
+    """Per-token labels (NER-style tagging) from `sequence_output`. Output: `logits` float32 [batch, seq, classes].
+
+    Args:
+      encoder: a `BertEncoder` or `BertConfig`.
+      num_classes: number of tags.
+      dropout_rate: dropout on the token features (paper: 0.1).
+    """
+
+    _head_args = ("num_classes", "dropout_rate")
+
+    def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_token_classifier", **kwargs):
+        encoder = _as_encoder(encoder)
+        inputs = encoder_inputs()
+        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
+                                  dtype=encoder.dtype_policy, name="classifier")
+        logits = head(encoder(inputs)["sequence_output"])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
+        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
+        self.head = head
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSpanQA(_TaskModel):
+    """Extractive QA (SQuAD): a start vector S and end vector E scored against every token (paper section 4.2).
+
+    Outputs `start_logits` and `end_logits`, float32 [batch, seq]. For SQuAD 2.0 the no-answer score is read at the
+    [CLS] position (index 0), so the same head serves both versions.
+
+    Args:
+      encoder: a `BertEncoder` or `BertConfig`.
+      dropout_rate: dropout on the token features (the original run_squad uses none beyond the encoder's).
+    """
+
+    _head_args = ("dropout_rate",)
+
+    def __init__(self, encoder, dropout_rate=0.0, name="bert_span_qa", **kwargs):
+        encoder = _as_encoder(encoder)
+        inputs = encoder_inputs()
+        head = ClassificationHead(2, dropout_rate, encoder.bert_config.initializer_range,
+                                  dtype=encoder.dtype_policy, name="squad")
+        logits = head(encoder(inputs)["sequence_output"])
+        outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        self._finish(encoder, dropout_rate=dropout_rate)
+        self.head = head
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertMultipleChoice(_TaskModel):
+    """Multiple choice (SWAG): each (context, ending) pair is encoded, scored by a vector on [CLS], and the scores
+    of one example are returned side by side for a softmax over choices (paper section 4.4).
+
+    Inputs: the encoder inputs with an extra choices axis, int32 [batch, num_choices, seq]. Output: `logits`
+    float32 [batch, num_choices]. The number of choices may vary between batches.
+
+    Args:
+      encoder: a `BertEncoder` or `BertConfig`.
+      dropout_rate: dropout on the pooled output (paper: 0.1).
+    """
+
+    _head_args = ("dropout_rate",)
+
+    def __init__(self, encoder, dropout_rate=0.1, name="bert_multiple_choice", **kwargs):
+        encoder = _as_encoder(encoder)
+        inputs = encoder_inputs(batch_shape=(None, None))
+        fold = FoldChoices(name="fold_choices")
+        flat = {k: fold(v) for k, v in inputs.items()}
+        head = ClassificationHead(1, dropout_rate, encoder.bert_config.initializer_range,
+                                  dtype=encoder.dtype_policy, name="classifier")
+        scores = head(encoder(flat)["pooled_output"])
+        logits = fold(scores, like=inputs["input_word_ids"])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
+        self._finish(encoder, dropout_rate=dropout_rate)
+        self.head = head

