@@ -1,0 +1,355 @@
+"""WordPiece tokenization identical to the original BERT `FullTokenizer`, in Python and in the TF graph.
+
+Two implementations of one set of rules (google-research/bert tokenization.py, paper section 3):
+
+1. clean: drop U+0000, U+FFFD and control characters (categories Cc, Cf except tab/newline/CR); map tab, newline,
+   CR and category Zs to a space; put spaces around CJK ideographs;
+2. split on whitespace; with `do_lower_case`: lowercase, NFD, drop combining marks (Mn);
+3. split on punctuation (ASCII non-alphanumeric printables and every Unicode P* category), keeping it;
+4. greedy longest-match-first WordPiece with `##` continuations; a word over 200 characters, or one with a piece
+   not in the vocabulary, becomes `[UNK]`.
+
+`FullTokenizer` is the Python API (examples, post-processing). `BertTokenizerLayer` does the same in-graph on string
+tensors for `tf.data` and exported SavedModels. We do not use tensorflow-text's own normalisers: `BertTokenizer`'s
+lower-casing and `FastBertTokenizer`'s normaliser apply NFKC case folding, which the original does not (e.g. U+00B4
+`´`, full-width letters, ligatures, `ß`), so step 1-3 are written with core string ops and only step 4 runs on
+tensorflow-text's `FastWordpieceTokenizer`.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+
+import keras
+import tensorflow as tf
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MAX_CHARS_PER_WORD = 200
+
+# Code point blocks the original treats as CJK ideographs (each becomes its own word).
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+              (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+class VocabError(ValueError):
+    """A vocabulary file that cannot serve BERT (missing, empty, without the special tokens)."""
+
+
+def load_vocab(vocab_file: str) -> dict[str, int]:
+    """token -> id, one token per line in id order (the released `vocab.txt` format)."""
+    vocab_file = os.fspath(vocab_file)
+    try:
+        with open(vocab_file, encoding="utf-8") as f:
+            tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+    except FileNotFoundError:
+        raise VocabError(f"{vocab_file}: vocab file not found") from None
+    except UnicodeDecodeError as e:
+        raise VocabError(f"{vocab_file}: not UTF-8 ({e})") from None
+    while tokens and tokens[-1] == "":
+        tokens.pop()
+    if not tokens:
+        raise VocabError(f"{vocab_file}: the vocabulary is empty; build one with build_vocab")
+    vocab = {}
+    for index, token in enumerate(tokens):
+        vocab.setdefault(token.strip(), index)
+    missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
+    if missing:
+        raise VocabError(f"{vocab_file}: missing required token(s) {', '.join(missing)}; a BERT vocab needs [PAD] "
+                         "[UNK] [CLS] [SEP] [MASK] (build_vocab writes them)")
+    return vocab
+
+
+# ------------------------------------------------------------------------------------------------ character rules
+def _is_cjk(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def _is_whitespace(ch: str) -> bool:
+    return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
+
+
+def _is_control(ch: str) -> bool:
+    return ch not in "\t\n\r" and unicodedata.category(ch) in ("Cc", "Cf")
+
+
+def _is_punctuation(ch: str) -> bool:
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def to_unicode(text) -> str:
+    """str as is; bytes decoded as UTF-8 with invalid bytes dropped, as the original `convert_to_unicode` does."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "ignore")
+    raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+
+
+def basic_tokenize(text, do_lower_case: bool = True) -> list[str]:
+    """Steps 1-3: cleaned, optionally lower-cased and accent-stripped words and punctuation marks."""
+    chars = []
+    for ch in to_unicode(text):
+        cp = ord(ch)
+        if cp == 0 or cp == 0xFFFD or _is_control(ch):
+            continue
+        if _is_whitespace(ch):
+            chars.append(" ")
+        elif _is_cjk(cp):
+            chars.append(f" {ch} ")
+        else:
+            chars.append(ch)
+    words = []
+    for token in "".join(chars).split():
+        if do_lower_case:
+            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
+                            if unicodedata.category(c) != "Mn")
+        current = []
+        for ch in token:
+            if _is_punctuation(ch):
+                if current:
+                    words.append("".join(current))
+                    current = []
+                words.append(ch)
+            else:
+                current.append(ch)
+        if current:
+            words.append("".join(current))
+    return [w for piece in words for w in piece.split()]
+
+
+def wordpiece_tokenize(word: str, vocab, unk_token: str = "[UNK]") -> list[str]:
+    """Step 4 on one word: greedy longest match first, `##` for continuations, all-or-[UNK]."""
+    if len(word) > MAX_CHARS_PER_WORD:
+        return [unk_token]
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+            end -= 1
+        if end == start:
+            return [unk_token]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+class FullTokenizer:
+    """Text to WordPiece tokens and ids, exactly as the original BERT `FullTokenizer`.
+
+    Args:
+      vocab_file: `vocab.txt`, one token per line; must contain [UNK], [CLS] and [SEP].
+      do_lower_case: True for uncased models (lowercase and strip accents), False for cased ones.
+    """
+
+    def __init__(self, vocab_file, do_lower_case: bool = True):
+        self.vocab_file = os.fspath(vocab_file)
+        self.do_lower_case = do_lower_case
+        self.vocab = load_vocab(vocab_file)
+        self.inv_vocab = {index: token for token, index in self.vocab.items()}
+
+    def tokenize(self, text) -> list[str]:
+        return [piece for word in basic_tokenize(text, self.do_lower_case)
+                for piece in wordpiece_tokenize(word, self.vocab)]
+
+    def convert_tokens_to_ids(self, tokens) -> list[int]:
+        unk = self.vocab["[UNK]"]
+        return [self.vocab.get(token, unk) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        try:
+            return [self.inv_vocab[int(i)] for i in ids]
+        except KeyError as e:
+            raise ValueError(f"id {e.args[0]} is outside the vocabulary of {len(self.vocab)} tokens") from None
+
+    def special_ids(self) -> dict[str, int]:
+        return {token: self.vocab[token] for token in SPECIAL_TOKENS if token in self.vocab}
+
+
+# ------------------------------------------------------------------------------------------------------ packing
+def truncate_pair(tokens_a: list, tokens_b: list | None, max_tokens: int) -> None:
+    """In place, as the original: drop one token at a time from the end of the longer list until both fit."""
+    tokens_b = tokens_b if tokens_b is not None else []
+    while len(tokens_a) + len(tokens_b) > max_tokens:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def pack_inputs(ids_a, ids_b=None, seq_length=128, cls_id=None, sep_id=None, pad_id=0, vocab=None):
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated longest-first and padded to `seq_length`.
+
+    Returns the three model inputs as lists of ints: `input_word_ids`, `input_mask`, `input_type_ids`.
+    Pass `cls_id`/`sep_id` or a `vocab` dict to look them up.
+    """
+    if cls_id is None or sep_id is None:
+        cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
+    a, b = list(ids_a), (list(ids_b) if ids_b is not None else None)
+    truncate_pair(a, b, seq_length - (3 if b is not None else 2))
+    ids = [cls_id] + a + [sep_id]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += b + [sep_id]
+        types += [1] * (len(b) + 1)
+    pad = seq_length - len(ids)
+    return {"input_word_ids": ids + [pad_id] * pad, "input_mask": [1] * len(ids) + [0] * pad,
+            "input_type_ids": types + [0] * pad}
+
+
+# ---------------------------------------------------------------------------------------------------- in-graph
+def _class(ranges) -> str:
+    return "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in ranges)
+
+
+_CJK = f"[{_class(CJK_RANGES)}]"
+_PUNCT = r"[!-/:-@\[-`{-~\p{P}]"
+# Characters removed before splitting: NUL and U+FFFD and controls other than tab/newline/CR.
+_REMOVED = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
+# The original maps tab/newline/CR and Zs to spaces and then splits with Python's str.split(), which also splits at
+# U+001C-U+001F, U+0085 (all removed above as controls) and U+2028/U+2029 (kept, so they split here).
+_SPACE = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenizerLayer(keras.layers.Layer):
+    """In-graph WordPiece tokenizer: string tensor [batch] -> ragged int64 ids [batch, (pieces)].
+
+    Same output as `FullTokenizer` (tested token for token against it and against HF `tokenizers`). With
+    `tokenize_with_offsets` it also returns byte offsets [start, end) of every piece in the input string; pieces of
+    a word whose normalisation changed its bytes (accents stripped, case changed outside ASCII, controls removed)
+    all get the span of the whole word, which is what answer extraction and word-level tagging need.
+
+    Args:
+      vocab_file: `vocab.txt` path; its contents are read once and kept in the layer config, so the layer (and a
+        SavedModel containing it) does not need the file afterwards.
+      do_lower_case: as in `FullTokenizer`.
+    """
+
+    def __init__(self, vocab_file=None, do_lower_case=True, vocab=None, **kwargs):
+        super().__init__(**kwargs)
+        if vocab is None:
+            if vocab_file is None:
+                raise ValueError("BertTokenizerLayer needs vocab_file (or vocab, a list of tokens)")
+            table = load_vocab(vocab_file)
+            vocab = sorted(table, key=table.get)
+        else:
+            vocab = list(vocab)
+        self.vocab = vocab
+        self.do_lower_case = do_lower_case
+        self._wordpiece = None
+
+    def _tokenizer(self):
+        import tensorflow_text as tf_text
+
+        if self._wordpiece is None:
+            self._wordpiece = tf_text.FastWordpieceTokenizer(
+                vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
+                token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=True,
+                support_detokenization=False)
+        return self._wordpiece
+
+    def _normalize(self, tokens):
+        """Step 2 on whitespace tokens (flat strings): drop controls; lowercase, NFD and strip marks if uncased.
+
+        Lower-casing whole whitespace tokens, as the original does, keeps Python's context rule for the final sigma
+        (`ΟΣ.Α` -> `οσ.α` but `ΟΣ` -> `ος`)."""
+        import tensorflow_text as tf_text
+
+        norm = tf.strings.regex_replace(tokens, _REMOVED, "")
+        if self.do_lower_case:
+            norm = tf.strings.lower(norm, encoding="utf-8")
+            norm = tf.strings.regex_replace(tf_text.normalize_utf8(norm, "NFD"), r"\p{Mn}", "")
+        return norm
+
+    def _words(self, text):
+        """Steps 1-3 with offsets: (normalised words ragged [batch, (words)], starts, ends in input bytes)."""
+        import tensorflow_text as tf_text
+
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
+        text = tf.strings.regex_replace(text, r"\x00", "\x01")
+        # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
+        tokens, starts, ends = tf_text.regex_split_with_offsets(text, f"{_SPACE}+|{_CJK}", _CJK)
+        flat = tokens.flat_values
+        norm = self._normalize(flat)
+        words, w_starts, w_ends = tf_text.regex_split_with_offsets(norm, _PUNCT, _PUNCT)
+        # Offsets: split the raw tokens the same way; where a token yields as many pieces raw as normalised (all but
+        # contrived cases), piece k's raw span is piece k's span, else every piece gets the whole token's span.
+        raw, r_starts, r_ends = tf_text.regex_split_with_offsets(flat, _PUNCT, _PUNCT)
+        row = words.value_rowids()
+        k = tf.range(tf.size(words.flat_values, out_type=tf.int64)) - tf.gather(words.row_splits, row)
+        aligned = tf.gather(tf.equal(words.row_lengths(), raw.row_lengths()), row)
+        index = tf.minimum(tf.gather(raw.row_splits, row) + k, tf.maximum(tf.size(raw.flat_values,
+                                                                                  out_type=tf.int64) - 1, 0))
+        token_start, token_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
+        safe = lambda t: tf.gather(tf.concat([t, [0]], 0), index)  # noqa: E731  (raw may be empty)
+        start = tf.where(aligned, token_start + safe(r_starts.flat_values), token_start)
+        end = tf.where(aligned, token_start + safe(r_ends.flat_values), token_end)
+        nested = tokens.with_flat_values(words)  # [batch, (tokens), (words)]
+        merged = nested.merge_dims(1, 2)
+        return merged, merged.with_flat_values(start), merged.with_flat_values(end)
+
+    def tokenize_with_offsets(self, text):
+        """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
+        text = tf.convert_to_tensor(text, tf.string)
+        words, starts, ends = self._words(text)
+        flat = words.flat_values
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        flat = tf.where(too_long, tf.constant("[UNK]"), flat)
+        ids, piece_starts, piece_ends = self._tokenizer().tokenize_with_offsets(flat)
+        row = ids.value_rowids()
+        word_start, word_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
+        # Inside a word, piece offsets are exact when normalisation kept its bytes (the ASCII case among others).
+        same_length = tf.equal(ends.flat_values - starts.flat_values, tf.cast(tf.strings.length(flat), tf.int64))
+        exact = tf.gather(same_length & ~too_long, row)
+        start = tf.where(exact, word_start + piece_starts.flat_values, word_start)
+        end = tf.where(exact, word_start + piece_ends.flat_values, word_end)
+        by_row = words.with_flat_values(ids).merge_dims(1, 2)
+        return by_row, by_row.with_flat_values(start), by_row.with_flat_values(end)
+
+    def call(self, text):
+        return self.tokenize_with_offsets(text)[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab=self.vocab, do_lower_case=self.do_lower_case)
+        return config
+
+
+def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
+    """In-graph packing of 1 or 2 ragged id segments [batch, (ids)] into the three model inputs [batch, seq_length].
+
+    Truncation is the original's longest-first (one token at a time from the longer segment), computed in closed
+    form (see the comment in the code), tested against the loop.
+    """
+    budget = seq_length - 1 - len(segments)
+    if len(segments) == 1:
+        keep = [tf.minimum(segments[0].row_lengths(), budget)]
+    else:
+        la, lb = segments[0].row_lengths(), segments[1].row_lengths()
+        n = tf.cast(budget, tf.int64)
+        # The loop pops the longer side (ties: B), so the sides meet at ceil(n/2) for A and floor(n/2) for B unless
+        # one is already shorter than its share and is kept whole.
+        keep_a = tf.where(la + lb <= n, la, tf.where(la >= lb, n - tf.minimum(lb, n // 2), tf.minimum(la, n - n // 2)))
+        keep_b = tf.minimum(lb, n - keep_a)
+        keep = [keep_a, keep_b]
+    parts, types = [], []
+    batch = segments[0].nrows()
+    cls = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(cls_id, tf.int64)), tf.ones([batch], tf.int64))
+    sep = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(sep_id, tf.int64)), tf.ones([batch], tf.int64))
+    parts.append(cls)
+    types.append(tf.zeros_like(cls))
+    for index, (segment, n) in enumerate(zip(segments, keep)):
+        kept = tf.ragged.boolean_mask(segment, tf.ragged.range(segment.row_lengths()) < n[:, None])
+        parts += [tf.cast(kept, tf.int64), sep]
+        types += [tf.zeros_like(kept, tf.int64) + index, tf.zeros_like(sep) + index]
+    ids = tf.concat(parts, axis=1)
+    type_ids = tf.concat(types, axis=1)
+    word_ids = ids.to_tensor(default_value=pad_id, shape=[None, seq_length])
+    return {"input_word_ids": tf.cast(word_ids, tf.int32),
+            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(shape=[None, seq_length]), tf.int32),
+            "input_type_ids": tf.cast(type_ids.to_tensor(shape=[None, seq_length]), tf.int32)}
