@@ -253,10 +253,10 @@ class BertTokenizerLayer(keras.layers.Layer):
         return self._wordpiece
 
     def _normalize(self, tokens):
-        """Step 2 on whitespace tokens (flat strings): drop controls; lowercase, NFD and strip marks if uncased.
+        """Step 2 on strings: drop controls; lowercase, NFD and strip marks if uncased.
 
-        Lower-casing whole whitespace tokens, as the original does, keeps Python's context rule for the final sigma
-        (`ΟΣ.Α` -> `οσ.α` but `ΟΣ` -> `ος`)."""
+        Lower-casing whole whitespace tokens (or lines), never punctuation-split pieces, keeps Python's context rule
+        for the final sigma as the original has it (`ΟΣ.Α` -> `οσ.α` but `ΟΣ` -> `ος`)."""
         import tensorflow_text as tf_text
 
         norm = tf.strings.regex_replace(tokens, _REMOVED, "")
@@ -265,18 +265,25 @@ class BertTokenizerLayer(keras.layers.Layer):
             norm = tf.strings.regex_replace(tf_text.normalize_utf8(norm, "NFD"), r"\p{Mn}", "")
         return norm
 
-    def _words(self, text):
-        """Steps 1-3 with offsets: (normalised words ragged [batch, (words)], starts, ends in input bytes)."""
+    def split_words(self, text, with_offsets=True):
+        """Steps 1-3: normalised words ragged [batch, (words)], and their start and end offsets in input bytes
+        (None, None with `with_offsets=False`, which takes a faster path)."""
         import tensorflow_text as tf_text
 
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        if not with_offsets:
+            # Fast path, whole lines at a time: the same result, because whitespace blocks the final-sigma context
+            # of lower-casing just as the original's per-token lower-casing does, and normalisation creates no
+            # whitespace (punctuation and CJK it may create are split below, as in the original).
+            words = tf_text.regex_split(self._normalize(text), f"{_SPACE}+|{_PUNCT}|{_CJK}", f"{_PUNCT}|{_CJK}")
+            return words, None, None
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
         # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
         tokens, starts, ends = tf_text.regex_split_with_offsets(text, f"{_SPACE}+|{_CJK}", _CJK)
         flat = tokens.flat_values
         norm = self._normalize(flat)
-        words, w_starts, w_ends = tf_text.regex_split_with_offsets(norm, _PUNCT, _PUNCT)
+        words = tf_text.regex_split(norm, _PUNCT, _PUNCT)
         # Offsets: split the raw tokens the same way; where a token yields as many pieces raw as normalised (all but
         # contrived cases), piece k's raw span is piece k's span, else every piece gets the whole token's span.
         raw, r_starts, r_ends = tf_text.regex_split_with_offsets(flat, _PUNCT, _PUNCT)
@@ -296,7 +303,7 @@ class BertTokenizerLayer(keras.layers.Layer):
     def tokenize_with_offsets(self, text):
         """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
         text = tf.convert_to_tensor(text, tf.string)
-        words, starts, ends = self._words(text)
+        words, starts, ends = self.split_words(text)
         flat = words.flat_values
         too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
         flat = tf.where(too_long, tf.constant("[UNK]"), flat)
@@ -312,7 +319,11 @@ class BertTokenizerLayer(keras.layers.Layer):
         return by_row, by_row.with_flat_values(start), by_row.with_flat_values(end)
 
     def call(self, text):
-        return self.tokenize_with_offsets(text)[0]
+        """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""
+        words = self.split_words(tf.convert_to_tensor(text, tf.string), with_offsets=False)[0]
+        flat = words.flat_values
+        flat = tf.where(tf.strings.length(flat, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD, tf.constant("[UNK]"), flat)
+        return words.with_flat_values(self._tokenizer().tokenize(flat)).merge_dims(1, 2)
 
     def get_config(self):
         config = super().get_config()

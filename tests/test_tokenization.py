@@ -47,12 +47,22 @@ def oracle(vocab_file, **kwargs):
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
+def oracle_knows(text):
+    """The oracle (Rust) and Python carry different Unicode versions: a mark added in Unicode 13 is Mn (stripped) for
+    Python 3.11 and unknown ([UNK]) for the oracle. Python and the in-graph path are compared on every text; the
+    oracle on texts whose characters were assigned by Unicode 3.2 (Python's `ucd_3_2_0`) or are picked by hand."""
+    return all(unicodedata.ucd_3_2_0.category(c) != "Cn" or c in HAND_PICKED_CHARS for c in text)
+
+
 def check_agree(tokenizers, texts):
     python, layer, oracle = tokenizers
     graph = layer(tf.constant(texts)).to_list()
+    assert layer.tokenize_with_offsets(tf.constant(texts))[0].to_list() == graph  # both in-graph paths agree
     for text, ids in zip(texts, graph):
         ours = python.convert_tokens_to_ids(python.tokenize(text))
         assert ours == ids, f"python vs graph on {text!r}"
+        if not oracle_knows(text):
+            continue
         expected = ids
         if python.do_lower_case and "Σ" in text:
             # Documented oracle bug: HF tokenizers lowercases character by character, so a word-final capital sigma
@@ -82,13 +92,15 @@ def test_hand_picked_differences_are_closed(tokenizers):
 
 # Unassigned code points (Cn) are left out: their classes differ between the Unicode versions of Python, RE2 and
 # Rust, so the tokenizers could only agree on them by accident.
+HAND_PICKED_CHARS = set("".join(HAND_PICKED) + "😀")
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cn")), max_size=60)
 MIXED = st.lists(st.sampled_from(["Hello", "café", "ÉCOLE", "北京", "😀", "ΟΣ", "´", " ", "\t", ",", ".", "'",
                                   "\u0301", "\u200b", "\x00", "ﬁ", "ß", "İ", "x" * 150, "unaffable", "[MASK]",
                                   "\u2028", "١٢٣", "क्षि", "ﾊﾝ"]), max_size=12).map("".join)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True,  # same examples every run: CI is reproducible
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.one_of(TEXT, MIXED), min_size=1, max_size=8))
 def test_differential_against_hf_tokenizers(tokenizers, texts):
     check_agree(tokenizers, texts)

