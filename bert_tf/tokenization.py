@@ -240,16 +240,15 @@ class BertTokenizerLayer(keras.layers.Layer):
             vocab = list(vocab)
         self.vocab = vocab
         self.do_lower_case = do_lower_case
-        self._wordpiece = None
-
-    def _tokenizer(self):
         import tensorflow_text as tf_text
 
-        if self._wordpiece is None:
+        with tf.init_scope():  # the model buffer must outlive any tf.function that happens to build the layer
             self._wordpiece = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
                 token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=True,
                 support_detokenization=False)
+
+    def _tokenizer(self):
         return self._wordpiece
 
     def _normalize(self, tokens):
@@ -275,8 +274,9 @@ class BertTokenizerLayer(keras.layers.Layer):
             # Fast path, whole lines at a time: the same result, because whitespace blocks the final-sigma context
             # of lower-casing just as the original's per-token lower-casing does, and normalisation creates no
             # whitespace (punctuation and CJK it may create are split below, as in the original).
-            words = tf_text.regex_split(self._normalize(text), f"{_SPACE}+|{_PUNCT}|{_CJK}", f"{_PUNCT}|{_CJK}")
-            return words, None, None
+            spaced = tf.strings.regex_replace(self._normalize(text), _SPACE, " ")
+            spaced = tf.strings.regex_replace(spaced, f"({_PUNCT}|{_CJK})", r" \1 ")
+            return tf.strings.split(spaced), None, None  # the only whitespace left is ASCII space
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
         # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
