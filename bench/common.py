@@ -40,6 +40,28 @@ def best_time(fn, repeats=3):
     return min(times)
 
 
+def paired_times(fns, repeats=5):
+    """Times several callables in interleaved rounds (after a warm-up of each), so machine noise hits all alike.
+
+    Returns, for each callable, the list of its per-round times; compare them round by round (median ratio).
+    """
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, bucket in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - start)
+    return times
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
 def report(name, rows, columns):
     """Prints a table and appends the rows to bench/results/<name>.csv with the date and machine."""
     widths = [max(len(str(c)), *(len(f"{r[c]}") for r in rows)) for c in columns]

@@ -264,19 +264,32 @@ class BertTokenizerLayer(keras.layers.Layer):
             norm = tf.strings.regex_replace(tf_text.normalize_utf8(norm, "NFD"), r"\p{Mn}", "")
         return norm
 
+    def _normalize_lines(self, lines):
+        """`_normalize` on whole lines, with invalid UTF-8 dropped; pure-ASCII lines (most English text) skip the
+        UTF-8 repair, NFD and mark stripping, which cannot change them, and use the ASCII lower-casing."""
+        lines = tf.reshape(lines, [-1])
+        is_ascii = tf.strings.regex_full_match(lines, r"[\x00-\x7F]*")
+        ascii_index, other_index = tf.where(is_ascii)[:, 0], tf.where(~is_ascii)[:, 0]
+        ascii_lines = tf.strings.regex_replace(tf.gather(lines, ascii_index), _REMOVED, "")
+        if self.do_lower_case:
+            ascii_lines = tf.strings.lower(ascii_lines)
+        other = tf.strings.unicode_transcode(tf.gather(lines, other_index), "UTF-8", "UTF-8", errors="ignore")
+        return tf.dynamic_stitch([tf.cast(ascii_index, tf.int32), tf.cast(other_index, tf.int32)],
+                                 [ascii_lines, self._normalize(other)])
+
     def split_words(self, text, with_offsets=True):
         """Steps 1-3: normalised words ragged [batch, (words)], and their start and end offsets in input bytes
         (None, None with `with_offsets=False`, which takes a faster path)."""
         import tensorflow_text as tf_text
 
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
         if not with_offsets:
             # Fast path, whole lines at a time: the same result, because whitespace blocks the final-sigma context
             # of lower-casing just as the original's per-token lower-casing does, and normalisation creates no
             # whitespace (punctuation and CJK it may create are split below, as in the original).
-            spaced = tf.strings.regex_replace(self._normalize(text), _SPACE, " ")
+            spaced = tf.strings.regex_replace(self._normalize_lines(text), _SPACE, " ")
             spaced = tf.strings.regex_replace(spaced, f"({_PUNCT}|{_CJK})", r" \1 ")
             return tf.strings.split(spaced), None, None  # the only whitespace left is ASCII space
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
         # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
