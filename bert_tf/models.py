@@ -147,8 +147,25 @@ class BertPretrainer(_TaskModel):
         self.next_sentence = nsp
 
 
+class _LabelModel(_TaskModel):
+    """A dropout + dense head on one encoder output (`_features`); the classifier and the tagger differ only there."""
+
+    _head_args = ("num_classes", "dropout_rate")
+    _features = ""
+
+    def __init__(self, encoder, num_classes, dropout_rate=0.1, name=None, **kwargs):
+        encoder = _as_encoder(encoder)
+        inputs = encoder_inputs()
+        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
+                                  dtype=encoder.dtype_policy, name="classifier")
+        logits = head(encoder(inputs)[self._features])
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
+        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
+        self.head = head
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_TaskModel):
+class BertClassifier(_LabelModel):
     """Sequence (pair) classification on the pooled [CLS] output; `num_classes=1` makes it a regression (STS-B).
 
     Output: `logits` float32 [batch, num_classes].
@@ -159,21 +176,14 @@ class BertClassifier(_TaskModel):
       dropout_rate: dropout on the pooled output (paper: 0.1).
     """
 
-    _head_args = ("num_classes", "dropout_rate")
+    _features = "pooled_output"
 
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_classifier", **kwargs):
-        encoder = _as_encoder(encoder)
-        inputs = encoder_inputs()
-        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="classifier")
-        logits = head(encoder(inputs)["pooled_output"])
-        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
-        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
-        self.head = head
+        super().__init__(encoder, num_classes, dropout_rate, name=name, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_LabelModel):
     """Per-token labels (NER-style tagging) from `sequence_output`. Output: `logits` float32 [batch, seq, classes].
 
     Args:
@@ -182,17 +192,10 @@ class BertTokenClassifier(_TaskModel):
       dropout_rate: dropout on the token features (paper: 0.1).
     """
 
-    _head_args = ("num_classes", "dropout_rate")
+    _features = "sequence_output"
 
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_token_classifier", **kwargs):
-        encoder = _as_encoder(encoder)
-        inputs = encoder_inputs()
-        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="classifier")
-        logits = head(encoder(inputs)["sequence_output"])
-        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
-        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
-        self.head = head
+        super().__init__(encoder, num_classes, dropout_rate, name=name, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -140,6 +140,17 @@ def test_layer_serializes_without_the_vocab_file(vocab_file, tmp_path):
                                   layer(tf.constant(["a b", "c"])).to_tensor().numpy())
 
 
+def test_one_layer_serves_several_graphs(vocab_file):
+    layer = BertTokenizerLayer(vocab_file)
+    first = tf.function(lambda t: layer(t).flat_values)
+    second = tf.function(lambda t: layer.tokenize_with_offsets(t)[0].flat_values)
+    data = tf.data.Dataset.from_tensor_slices(["one two", "three"]).batch(2).map(layer)
+    expected = layer(tf.constant(["one two", "three"])).flat_values.numpy().tolist()
+    assert first(tf.constant(["one two", "three"])).numpy().tolist() == expected
+    assert second(tf.constant(["one two", "three"])).numpy().tolist() == expected
+    assert next(iter(data)).flat_values.numpy().tolist() == expected
+
+
 def test_invalid_utf8_bytes_are_dropped_like_the_original(tokenizers):
     python, layer, _ = tokenizers
     raw = b"caf\xc3\xa9 \xff\xfebad\x80 ok"
