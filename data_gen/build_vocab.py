@@ -6,7 +6,8 @@
 from absl import app, flags, logging
 
 from bert_tf.tokenization import VocabError
-from data_gen.vocab import CorpusError, build_vocab
+from data_gen.documents import CorpusError
+from data_gen.vocab import build_vocab
 
 flags.DEFINE_string("input_file", None, "Corpus: comma-separated files or globs, plain UTF-8 text.")
 flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")

@@ -9,29 +9,12 @@ the learned pieces fit the tokenizer that will use them. The file layout follows
 from __future__ import annotations
 
 import collections
-import glob
 import os
 
 import tensorflow as tf
 
 from bert_tf.tokenization import BertTokenizerLayer
-
-
-class CorpusError(ValueError):
-    """Corpus files that are missing, empty, or unreadable."""
-
-
-def expand_inputs(patterns: str | list[str]) -> list[str]:
-    """Comma-separated list or list of paths/globs -> sorted existing files; a clear error for each that is not."""
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p.strip()]
-    files = []
-    for pattern in patterns:
-        matched = sorted(glob.glob(pattern.strip()))
-        if not matched:
-            raise CorpusError(f"--input_file: {pattern!r} matches no file")
-        files += matched
-    return files
+from data_gen.documents import CorpusError, expand_input_files
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
@@ -76,7 +59,7 @@ def write_vocab(tokens: list[str], path: str) -> None:
 
 def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True, num_unused=99, min_count=2):
     """Corpus files -> `vocab.txt`; returns a summary dict (words counted, vocabulary size)."""
-    files = expand_inputs(input_files)
+    files = expand_input_files(input_files)
     counts = count_words(files, do_lower_case)
     tokens = learn_vocab(counts, vocab_size, num_unused, min_count)
     write_vocab(tokens, output_file)

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from bert_tf.tokenization import FullTokenizer
-from data_gen.vocab import CorpusError, build_vocab
+from data_gen.documents import CorpusError
+from data_gen.vocab import build_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,0 +1,56 @@
+"""Create masked-LM + next-sentence pretraining TFRecords from text (the original generator's flags).
+
+  python -m data_gen.create_pretraining_data --input_file=corpus/*.txt --output_file=out/ --num_output_shards=8 \
+      --vocab_file=vocab.txt --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=2
+
+Input: one sentence per line, a blank line between documents. Output: the original record schema, and
+`metadata.json` beside the shards with the flags, the vocab's hash and statistics of what was written.
+"""
+
+from absl import app, flags
+
+from bert_tf.tokenization import VocabError
+from data_gen.documents import CorpusError
+from data_gen.generate import Options, generate, output_paths
+
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of files and globs.")
+flags.DEFINE_string("output_file", None, "Output TFRecord files (comma-separated), or a directory for "
+                    "--num_output_shards shards.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file the model will be trained with.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_bool("do_whole_word_mask", False, "Mask all word pieces of a word together.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked-LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed: same input, seed and flags give the same bytes.")
+flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked-LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of making a sequence shorter than the maximum length.")
+flags.DEFINE_integer("num_output_shards", None, "With a directory --output_file: number of shards.")
+flags.DEFINE_integer("num_workers", 1, "Worker processes; the output does not depend on it.")
+flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+flags.DEFINE_integer("window_size", 1000, "Documents per window: the unit of shuffling, random-next sampling and "
+                     "parallel work (memory grows with it, not with the corpus).")
+flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+def main(argv):
+    del argv
+    f = flags.FLAGS
+    options = Options(f.max_seq_length, f.max_predictions_per_seq, f.masked_lm_prob, f.short_seq_prob, f.dupe_factor,
+                      f.random_seed, f.do_lower_case, f.do_whole_word_mask, f.window_size)
+    try:
+        meta = generate(f.input_file, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
+                        num_workers=f.num_workers, gzip=f.gzip)
+    except (CorpusError, VocabError, ValueError) as e:
+        raise SystemExit(f"create_pretraining_data: error: {e}") from None
+    print(f"create_pretraining_data: {meta['instances']} instances, {meta['tokens']} tokens, masked fraction "
+          f"{meta['masked_fraction']:.4f}, random-next fraction {meta['random_next_fraction']:.4f}, "
+          f"{len(meta['shards'])} shard(s)")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

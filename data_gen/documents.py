@@ -1,0 +1,81 @@
+"""Streaming corpus reader: one sentence per line, a blank line between documents (the original input format).
+
+Nothing here holds more than one window of documents: `read_documents` yields documents one at a time and
+`windows` groups them into fixed-size windows, the unit of shuffling, random-next sampling and parallel work.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from typing import Iterable, Iterator
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot make pretraining data (missing, empty, a single document)."""
+
+
+def expand_input_files(patterns) -> list[str]:
+    """`--input_file`: a comma-separated list (or a list) of files and globs -> the files, each glob sorted."""
+    if isinstance(patterns, str):
+        patterns = [p.strip() for p in patterns.split(",") if p.strip()]
+    files = []
+    for pattern in patterns:
+        matched = sorted(glob.glob(pattern))
+        if not matched:
+            raise CorpusError(f"--input_file: {pattern!r} matches no file")
+        files += matched
+    return files
+
+
+def read_documents(files: Iterable[str]) -> Iterator[list[str]]:
+    """Yields each document as its list of non-empty lines, across files in order.
+
+    Invalid UTF-8 bytes are dropped, as the original generator's `convert_to_unicode` does; a warning names the
+    file and the number of lines affected. A file boundary also ends a document.
+    """
+    for path in files:
+        damaged = 0
+        document: list[str] = []
+        with open(path, "rb") as f:
+            for raw in f:
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = raw.decode("utf-8", "ignore")
+                    damaged += 1
+                line = line.strip()
+                if line:
+                    document.append(line)
+                elif document:
+                    yield document
+                    document = []
+        if document:
+            yield document
+        if damaged:
+            logging.warning("%s: %d line(s) had invalid UTF-8 bytes; those bytes were dropped", path, damaged)
+
+
+def windows(documents: Iterable[list], size: int) -> Iterator[list[list]]:
+    """Groups documents into windows of `size`; a last window of fewer than 2 documents joins the previous one, so
+    every window can draw a random next sentence from a different document."""
+    if size < 2:
+        raise ValueError(f"window size {size} must be at least 2 documents")
+    pending: list[list] | None = None
+    current: list[list] = []
+    for document in documents:
+        current.append(document)
+        if len(current) == size:
+            if pending is not None:
+                yield pending
+            pending, current = current, []
+    if pending is not None and len(current) < 2:
+        yield pending + current
+        return
+    if pending is not None:
+        yield pending
+    if current:
+        if len(current) < 2:
+            raise CorpusError("the corpus has a single document; next-sentence prediction needs at least two "
+                              "(separate documents with a blank line)")
+        yield current
