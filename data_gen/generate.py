@@ -110,7 +110,6 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
     order = rng.permutation(len(pairs))
     arrays = {k: v[order] for k, v in arrays.items()}
     stats.update(instances=len(pairs), tokens=int(arrays["input_mask"].sum()),
-                 maskable=int(arrays["input_mask"].sum()) - 3 * len(pairs),
                  masked=int(arrays["masked_lm_weights"].sum()), random_next=int(arrays["next_sentence_labels"].sum()),
                  kind_mask=int((kinds == 0).sum()), kind_random=int((kinds == 1).sum()),
                  kind_kept=int((kinds == 2).sum()))
@@ -155,6 +154,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
         raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be at least 1")
+    if not output_files:
+        raise ValueError("--output_file names no file; give files (comma-separated) or a directory")
     writer = ShardWriter(output_files, gzip=gzip)
     totals: dict = {}
     started = time.time()
@@ -214,7 +215,7 @@ def _metadata(files, output_files, vocab_file, options, gzip, totals, counts):
         "documents": totals["documents"],
         "tokens": totals["tokens"],
         "mean_tokens_per_instance": totals["tokens"] / instances,
-        "masked_fraction": totals["masked"] / totals["maskable"],
+        "masked_fraction": totals["masked"] / totals["tokens"],  # of all tokens incl. [CLS]/[SEP], as the original
         "masked_kinds": {"mask": totals["kind_mask"] / totals["masked"],
                          "random": totals["kind_random"] / totals["masked"],
                          "kept": totals["kind_kept"] / totals["masked"]},

@@ -187,6 +187,7 @@ def test_records_parse_with_the_original_schema_and_match_the_metadata(corpus, v
     saved = json.loads((tmp_path / "metadata.json").read_text())
     assert saved["vocab_sha256"] and saved["flags"]["max_seq_length"] == 64 and saved == meta
     assert abs(meta["random_next_fraction"] - 0.5) < 0.01
+    assert abs(meta["masked_fraction"] - 0.15) < 0.005
     assert abs(meta["masked_kinds"]["mask"] - 0.8) < 0.02
     for r in records[:300]:
         n = int(r["input_mask"].sum())
