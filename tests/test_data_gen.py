@@ -263,7 +263,8 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
 def test_wire_format_encoder_matches_tf_train_example():
     import tensorflow as tf
 
-    from data_gen.writer import feature_spec, serialize
+    from data_gen.records import serialize
+    from data_gen.writer import feature_spec
 
     rng = np.random.default_rng(5)
     n = 40
