@@ -29,17 +29,6 @@ def corpus_of_size(megabytes):
     return lines * max(1, int(megabytes * 1e6 / size) + 1)
 
 
-def best_time(fn, repeats=3):
-    """Best wall time of `repeats` calls (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def paired_times(fns, repeats=5):
     """Times several callables in interleaved rounds (after a warm-up of each), so machine noise hits all alike.
 

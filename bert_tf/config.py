@@ -85,10 +85,6 @@ class BertConfig:
         need(self.initializer_range > 0, "initializer_range", self.initializer_range, "must be > 0")
         need(self.layer_norm_eps > 0, "layer_norm_eps", self.layer_norm_eps, "must be > 0")
 
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
     # ----------------------------------------------------------------------------------------------- presets
     @classmethod
     def preset_names(cls) -> list[str]:

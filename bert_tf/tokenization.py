@@ -24,7 +24,6 @@ import unicodedata
 import keras
 import tensorflow as tf
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_CHARS_PER_WORD = 200
 
 # Code point blocks the original treats as CJK ideographs (each becomes its own word).
@@ -168,9 +167,6 @@ class FullTokenizer:
         except KeyError as e:
             raise ValueError(f"id {e.args[0]} is outside the vocabulary of {len(self.vocab)} tokens") from None
 
-    def special_ids(self) -> dict[str, int]:
-        return {token: self.vocab[token] for token in SPECIAL_TOKENS if token in self.vocab}
-
 
 # ------------------------------------------------------------------------------------------------------ packing
 def truncate_pair(tokens_a: list, tokens_b: list | None, max_tokens: int) -> None:
@@ -248,9 +244,6 @@ class BertTokenizerLayer(keras.layers.Layer):
                 token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=True,
                 support_detokenization=False)
 
-    def _tokenizer(self):
-        return self._wordpiece
-
     def _normalize(self, tokens):
         """Step 2 on strings: drop controls; lowercase, NFD and strip marks if uncased.
 
@@ -317,10 +310,8 @@ class BertTokenizerLayer(keras.layers.Layer):
         """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
         text = tf.convert_to_tensor(text, tf.string)
         words, starts, ends = self.split_words(text)
-        flat = words.flat_values
-        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
-        flat = tf.where(too_long, tf.constant("[UNK]"), flat)
-        ids, piece_starts, piece_ends = self._tokenizer().tokenize_with_offsets(flat)
+        flat, too_long = _cap_long_words(words.flat_values)
+        ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(flat)
         row = ids.value_rowids()
         word_start, word_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
         # Inside a word, piece offsets are exact when normalisation kept its bytes (the ASCII case among others).
@@ -334,14 +325,19 @@ class BertTokenizerLayer(keras.layers.Layer):
     def call(self, text):
         """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""
         words = self.split_words(tf.convert_to_tensor(text, tf.string), with_offsets=False)[0]
-        flat = words.flat_values
-        flat = tf.where(tf.strings.length(flat, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD, tf.constant("[UNK]"), flat)
-        return words.with_flat_values(self._tokenizer().tokenize(flat)).merge_dims(1, 2)
+        flat, _ = _cap_long_words(words.flat_values)
+        return words.with_flat_values(self._wordpiece.tokenize(flat)).merge_dims(1, 2)
 
     def get_config(self):
         config = super().get_config()
         config.update(vocab=self.vocab, do_lower_case=self.do_lower_case)
         return config
+
+
+def _cap_long_words(words):
+    """Words over MAX_CHARS_PER_WORD characters become "[UNK]", as in the original; returns (words, which ones)."""
+    too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+    return tf.where(too_long, tf.constant("[UNK]"), words), too_long
 
 
 def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
