@@ -208,11 +208,11 @@ def load_original(path: str, config: BertConfig | str, model: str = "encoder"):
 
     `config` is a `BertConfig` or the path of the `bert_config.json` shipped with the checkpoint.
     """
-    tensors = read_original(path)  # a missing checkpoint is reported before a missing config
+    _resolve_checkpoint(path)  # a missing checkpoint is reported before a missing config
     if not isinstance(config, BertConfig):
         config = BertConfig.from_json_file(config)
     built = _build(config, model)
-    _assign(variable_map(built), tensors.get, os.fspath(path), "transpose_original")
+    restore_original(built, path)
     return built
 
 

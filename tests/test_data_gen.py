@@ -317,3 +317,14 @@ def test_beam_pipeline_writes_the_same_records_as_the_local_run(vocab_file, tmp_
         expected = [w for w in windows(iter(range(total)), 6)]
         keys = [window_key(i, total, 6) for i in range(total)]
         assert [[i for i in range(total) if keys[i] == k] for k in sorted(set(keys))] == expected
+
+
+def test_bad_flag_values_are_named_before_any_work(vocab_file, tmp_path):
+    from data_gen.generate import Options, generate
+
+    with pytest.raises(ValueError, match=r"--max_seq_length=3 must be at least 5.*--masked_lm_prob=1.5"):
+        generate(str(tmp_path / "missing.txt"), [str(tmp_path / "x.tfrecord")], vocab_file,
+                 Options(max_seq_length=3, masked_lm_prob=1.5), progress=False)
+    with pytest.raises(ValueError, match="--num_workers=0"):
+        generate(__file__, [str(tmp_path / "x.tfrecord")], vocab_file, Options(), num_workers=0, progress=False)
+    assert not list(tmp_path.iterdir())
