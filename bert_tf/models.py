@@ -83,10 +83,10 @@ class BertEncoder(keras.Model):
 def _as_encoder(encoder) -> BertEncoder:
     if isinstance(encoder, BertEncoder):
         return encoder
-    if isinstance(encoder, (BertConfig, dict)) and not (isinstance(encoder, dict) and "class_name" in encoder):
-        return BertEncoder(encoder)
-    if isinstance(encoder, dict):
+    if isinstance(encoder, dict) and "class_name" in encoder:  # a serialized encoder, from get_config
         return keras.saving.deserialize_keras_object(encoder)
+    if isinstance(encoder, (BertConfig, dict)):
+        return BertEncoder(encoder)
     raise TypeError(f"expected a BertEncoder, BertConfig or serialized encoder, got {type(encoder).__name__}")
 
 
