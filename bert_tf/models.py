@@ -8,6 +8,9 @@ graph). Inputs and outputs follow the TF-Hub BERT convention.
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
+
+from bert_tf import losses
 from bert_tf.config import BertConfig
 from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
                             MaskedLMHead, padding_bias)
@@ -91,9 +94,58 @@ def _as_encoder(encoder) -> BertEncoder:
 
 
 class _TaskModel(keras.Model):
-    """Shared plumbing of the models that put a head on a `BertEncoder`: config round trip via the encoder."""
+    """Shared plumbing of the models that put a head on a `BertEncoder`: config round trip via the encoder, and
+    gradient accumulation.
+
+    `gradient_accumulation_steps` (attribute, default 1): `train_step` splits each batch into that many equal
+    micro-batches, runs them one after another and hands the optimizer their summed gradient once, so a batch too
+    big for memory trains exactly as if it fitted. Losses that average over a count taken across the batch (the
+    masked-LM loss) get that count from the whole batch (`_loss_denominators`), not from each micro-batch.
+    """
 
     _head_args: tuple[str, ...] = ()
+    gradient_accumulation_steps = 1
+    _denominators = None
+
+    def _loss_denominators(self, y):
+        """Whole-batch counts that `compute_loss` divides by, computed before the batch is split; None: none."""
+        del y
+        return None
+
+    def train_step(self, data):
+        steps = int(self.gradient_accumulation_steps)
+        if steps <= 1:
+            return super().train_step(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        batch = tf.shape(tf.nest.flatten(x)[0])[0]
+        tf.debugging.assert_equal(batch % steps, 0, message=f"the batch size must be a multiple of "
+                                  f"gradient_accumulation_steps={steps}")
+        micro = tf.nest.map_structure(
+            lambda t: None if t is None else tf.reshape(t, tf.concat([[steps, batch // steps], tf.shape(t)[1:]], 0)),
+            (x, y, sample_weight))
+        variables = self.trainable_variables
+        self._denominators = self._loss_denominators(y)  # all-reduces stay outside the loop below
+
+        def body(i, grads, total):
+            xi, yi, wi = tf.nest.map_structure(lambda t: None if t is None else t[i], micro)
+            with tf.GradientTape() as tape:
+                y_pred = self(xi, training=True)
+                loss = self._compute_loss(x=xi, y=yi, y_pred=y_pred, sample_weight=wi, training=True)
+                scaled = self.optimizer.scale_loss(loss)
+            new = tape.gradient(scaled, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            self.compute_metrics(xi, yi, y_pred, sample_weight=wi)
+            # dense, with the variable's static shape (all-reduce packing needs the same shapes on every replica)
+            new = [tf.reshape(tf.convert_to_tensor(n), v.shape) for n, v in zip(new, variables)]
+            return i + 1, [g + n for g, n in zip(grads, new)], total + loss
+
+        zeros = [tf.zeros_like(v) for v in variables]
+        _, grads, loss = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), zeros, tf.constant(0.0)))
+        self._denominators = None
+        # Keras's loss tracker averages each replica's share scaled back to a whole-batch value
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self._loss_tracker.update_state(loss * replicas, sample_weight=batch)
+        self.optimizer.apply(grads, variables)
+        return self.get_metrics_result()
 
     def _finish(self, encoder, **head_args):
         self.encoder = encoder
@@ -122,9 +174,18 @@ class BertPretrainer(_TaskModel):
     `mlm_logits` float32 [batch, max_predictions, vocab] (decoder tied to the word embeddings) and `nsp_logits`
     float32 [batch, 2] (index 1 = "B is a random sentence", as in the original records).
 
+    Training: compiled without a loss (`model.compile(optimizer)`), it trains on the labels that
+    `bert_tf.pretraining.pretraining_dataset` yields, `masked_lm_ids`, `masked_lm_weights` and
+    `next_sentence_labels`, with the paper's loss: the mean cross-entropy over the real masked positions plus the
+    next-sentence cross-entropy, the same for any number of replicas (see `bert_tf.losses`). It reports
+    `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy` and `next_sentence_loss` (the original's
+    eval names). Compiled with a loss, Keras's usual per-output losses apply instead.
+
     Args:
       encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one).
     """
+
+    LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
     def __init__(self, encoder, name="bert_pretrainer", **kwargs):
         encoder = _as_encoder(encoder)
@@ -145,6 +206,38 @@ class BertPretrainer(_TaskModel):
         self._finish(encoder)
         self.masked_lm = mlm
         self.next_sentence = nsp
+        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy("masked_lm_accuracy")
+        self.masked_lm_loss = keras.metrics.Mean("masked_lm_loss")
+        self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy("next_sentence_accuracy")
+        self.next_sentence_loss = keras.metrics.Mean("next_sentence_loss")
+
+    def _loss_denominators(self, y):
+        if self.loss is not None:
+            return None
+        return {"masked_lm": losses.replica_sum(tf.reduce_sum(tf.cast(y["masked_lm_weights"], tf.float32))),
+                "next_sentence": losses.replica_sum(tf.cast(tf.size(y["next_sentence_labels"]), tf.float32))}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if self.loss is not None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        if not isinstance(y, dict) or any(key not in y for key in self.LABELS):
+            got = sorted(y) if isinstance(y, dict) else type(y).__name__
+            raise ValueError(f"BertPretrainer compiled without a loss trains on labels {list(self.LABELS)} (what "
+                             f"bert_tf.pretraining.pretraining_dataset yields); got {got}")
+        mlm_ids, mlm_weights = y["masked_lm_ids"], tf.cast(y["masked_lm_weights"], tf.float32)
+        nsp_labels = tf.reshape(y["next_sentence_labels"], [-1])
+        counts = self._denominators or self._loss_denominators(y)
+        mlm_ce = losses.sparse_cross_entropy(mlm_ids, y_pred["mlm_logits"])
+        nsp_ce = losses.sparse_cross_entropy(nsp_labels, y_pred["nsp_logits"])
+        self.masked_lm_loss.update_state(mlm_ce, mlm_weights)
+        self.masked_lm_accuracy.update_state(mlm_ids, y_pred["mlm_logits"], mlm_weights)
+        self.next_sentence_loss.update_state(nsp_ce)
+        self.next_sentence_accuracy.update_state(nsp_labels, y_pred["nsp_logits"])
+        loss = (losses.weighted_share(mlm_ce, mlm_weights, counts["masked_lm"])
+                + losses.weighted_share(nsp_ce, None, counts["next_sentence"]))
+        if self.losses:  # regularization, if a user adds any: Keras's own scaling for replicas
+            loss += self._aggregate_additional_loss(keras.ops.sum(self.losses))
+        return loss
 
 
 class _LabelModel(_TaskModel):

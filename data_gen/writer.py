@@ -1,36 +1,14 @@
-"""Sharded TFRecord files written atomically, the parse spec of the records (`data_gen.records`), the metadata."""
+"""Sharded TFRecord files written atomically, and the metadata file (its name, the record spec and the vocabulary
+hash are the reader's, `bert_tf.pretraining`: one definition for both sides)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 import tensorflow as tf
 
-METADATA_NAME = "metadata.json"
-
-
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
-    """The `tf.io.parse_single_example` spec of one record."""
-    return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
+from bert_tf.pretraining import METADATA_NAME, feature_spec, file_sha256  # noqa: F401 (the reader's contract)
 
 class ShardWriter:
     """Writes records round-robin by window into shard files under temporary names; `close()` renames them.

@@ -1,0 +1,94 @@
+"""Pretrain BERT (masked LM + next sentence) on records from create_pretraining_data; the original's flags.
+
+  run_pretraining --bert_config_file=bert_config.json --input_file=data/*.tfrecord --output_dir=runs/pretrain \
+      --do_train --do_eval --train_batch_size=256 --max_seq_length=128 --max_predictions_per_seq=20 \
+      --num_train_steps=900000 --num_warmup_steps=10000 --learning_rate=1e-4 --tpu=my-tpu
+
+Phase 2 of the paper's recipe (sequence length 512) is a second run initialised from the first:
+  run_pretraining ... --max_seq_length=512 --max_predictions_per_seq=80 --init_checkpoint=runs/pretrain \
+      --output_dir=runs/pretrain512 --num_train_steps=100000
+
+A run restarted with the same --output_dir resumes from its last checkpoint (model, optimizer, step, input).
+"""
+
+import dataclasses
+
+from absl import app, flags
+
+from bert_tf.cli import USER_ERRORS, fail
+
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
+                    "'base', 'large', 'tiny').")
+flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated list of files and globs.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, TensorBoard logs and results are written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1 checkpoint or one of ours (prefix or "
+                    "directory). Weights only; resuming is automatic from --output_dir.")
+flags.DEFINE_string("vocab_file", None, "Optional: checked against the vocabulary hash in the records' metadata.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the records.")
+flags.DEFINE_bool("do_train", False, "Whether to train.")
+flags.DEFINE_bool("do_eval", False, "Whether to evaluate (writes eval_results.txt).")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the logging "
+                     "interval).")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation batches.")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (paper) or LAMB (large batches).")
+flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm and biases).")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size is split).")
+flags.DEFINE_enum("dtype", "fp32", ["fp32", "bf16", "fp16"], "Compute precision (mixed; fp16 adds loss scaling).")
+flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
+flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
+flags.DEFINE_enum("strategy", None, ["default", "one_device", "mirrored", "multi_worker", "tpu"],
+                  "Distribution strategy (default: mirrored on several GPUs, else none).")
+flags.DEFINE_integer("num_gpus", None, "GPUs for --strategy=mirrored (default: all).")
+flags.DEFINE_string("tpu", None, "TPU name or address, or 'local' on a TPU VM; implies --strategy=tpu.")
+# The original's TPU flags, still accepted.
+flags.DEFINE_bool("use_tpu", False, "Original flag: train on the TPU named by --tpu_name.")
+flags.DEFINE_string("tpu_name", None, "Original flag: the TPU to use with --use_tpu.")
+flags.DEFINE_string("tpu_zone", None, "Original flag, accepted for compatibility (the name resolves the zone).")
+flags.DEFINE_string("gcp_project", None, "Original flag, accepted for compatibility.")
+flags.DEFINE_string("master", None, "Original flag, accepted for compatibility.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Original flag, accepted for compatibility (the TPU reports its cores).")
+flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
+
+
+def main(argv):
+    del argv
+    f = flags.FLAGS
+    import tensorflow as tf
+
+    from bert_tf.config import BertConfig
+    from bert_tf.distribute import get_strategy
+    from bert_tf.pretraining import DataError, PretrainingOptions, run_pretraining
+    from bert_tf.training import Preempted, TrainingError
+
+    if f.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    tpu = f.tpu or (f.tpu_name or "local" if f.use_tpu else None)
+    names = {field.name for field in dataclasses.fields(PretrainingOptions)}
+    options = PretrainingOptions(**{name: getattr(f, name) for name in names})
+    try:
+        strategy = get_strategy(f.strategy, tpu=tpu, num_gpus=f.num_gpus)
+        config = BertConfig.from_json_file(f.bert_config_file) if f.bert_config_file.endswith(".json") \
+            else BertConfig.preset(f.bert_config_file)
+        results = run_pretraining(config, f.input_file, f.output_dir, options, strategy)
+    except USER_ERRORS + (DataError, TrainingError, Preempted, ValueError) as e:
+        fail("run_pretraining", e)
+    for section, figures in results.items():
+        if isinstance(figures, dict):
+            print(f"run_pretraining: {section}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                                for k, v in sorted(figures.items())))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,164 @@
+"""The optimizer of the paper's recipe: AdamW (or LAMB for large batches) with linear warmup and linear decay.
+
+`create_optimizer` returns a Keras optimizer: decoupled weight decay 0.01 on every weight except LayerNorm
+gamma/beta and biases, β 0.9/0.999, ε 1e-6, global-norm clipping 1.0 and, for float16, dynamic loss scaling. Two things Keras does not do on its own are added here, nothing else:
+
+- the schedule (`LinearWarmup` in front of Keras's `PolynomialDecay`);
+- replica-correct clipping and skipping (`_ReplicaAware`): Keras clips each replica's share of the gradient before
+  summing the shares, so under `MirroredStrategy` the clip norm means something different from one device. We sum
+  first, then clip, and the update that follows does not sum again. A step whose gradients are not finite on any
+  replica is skipped on all of them, so a NaN never reaches the weights and replicas never disagree.
+
+Difference from the original `AdamWeightDecayOptimizer`: Keras's Adam applies bias correction, the original does
+not. The two differ only while 1 - β2^t is far from 1, i.e. during warmup, where the learning rate is small anyway.
+Keras's LAMB applies the weight decay outside the trust ratio (decoupled, like AdamW).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+# Variables without weight decay: biases (incl. the MLM `output_bias`) and LayerNorm's gamma/beta.
+NO_DECAY_PATTERN = r"bias$|^gamma$|^beta$"
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
+    """`peak * step / warmup_steps` for the first `warmup_steps` updates, then `after(step)`.
+
+    As in the original, `after` is evaluated at the absolute step, so with a linear decay over `num_train_steps`
+    the rate right after warmup is `peak * (1 - warmup_steps / num_train_steps)`, and the first update uses rate 0.
+
+    Args:
+      peak: the learning rate at the end of warmup.
+      warmup_steps: number of warmup updates (0: no warmup).
+      after: the schedule used from `warmup_steps` on (a Keras schedule or its config).
+    """
+
+    def __init__(self, peak, warmup_steps, after):
+        super().__init__()
+        if isinstance(after, dict):
+            after = keras.saving.deserialize_keras_object(after)
+        self.peak = float(peak)
+        self.warmup_steps = int(warmup_steps)
+        self.after = after
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        decayed = tf.cast(self.after(step), tf.float32)
+        if self.warmup_steps <= 0:
+            return decayed
+        warm = self.peak * step / float(self.warmup_steps)
+        return tf.where(step < self.warmup_steps, warm, decayed)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
+                "after": keras.saving.serialize_keras_object(self.after)}
+
+
+def _replica_context():
+    """The replica context when running on more than one replica, else None."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return None
+    return context
+
+
+def _all_replicas(flag):
+    """True where `flag` is true on every replica (one scalar all-reduce)."""
+    context = _replica_context()
+    if context is None:
+        return flag
+    failures = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(flag, tf.float32))
+    return tf.equal(failures, 0.0)
+
+
+def _all_finite(tensors):
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors if t is not None])
+
+
+class _ReplicaAware:
+    """Mixin for a Keras optimizer: sum gradients across replicas first, then skip the update everywhere if they
+    are not finite, else let Keras clip and apply them (see the module docstring)."""
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        if not self.built:  # variables must not be created inside the branch below
+            with keras.name_scope(self.name, caller=self):
+                self.build(trainable_variables)
+            self.built = True
+        context = _replica_context()
+        if context is not None:
+            present = [i for i, g in enumerate(grads) if g is not None]
+            for i, g in zip(present, context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])):
+                grads[i] = g
+        finite = _all_finite(grads)  # the same on every replica: the gradients are summed
+
+        def update():
+            super(_ReplicaAware, self).apply(grads, trainable_variables)
+
+        if not tf.distribute.has_strategy() or tf.__internal__.distribute.strategy_supports_no_merge_call():
+            tf.cond(finite, update, lambda: None)
+            return
+
+        # Keras's update calls merge_call, which may not sit under a cond in a replica context: branch in the
+        # cross-replica context and re-enter the replicas there (as Keras's LossScaleOptimizer does).
+        def branch(distribution, finite):
+            finite = distribution.experimental_local_results(finite)[0]
+            tf.cond(finite, lambda: distribution.extended.call_for_each_replica(update), lambda: None)
+
+        tf.distribute.get_replica_context().merge_call(branch, args=(finite,))
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # `apply` summed them already
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamW(_ReplicaAware, keras.optimizers.AdamW):
+    """Keras AdamW with replica-correct clipping and non-finite step skipping."""
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(_ReplicaAware, keras.optimizers.Lamb):
+    """Keras LAMB (You et al., 2019) with replica-correct clipping and non-finite step skipping."""
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras dynamic loss scaling whose finiteness check agrees across replicas (Keras checks each replica's own
+    gradients, and replicas that disagree would wait on each other forever)."""
+
+    def check_finite(self, grads):
+        return _all_replicas(super().check_finite(grads))
+
+
+def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0, *,
+                     optimizer: str = "adamw", weight_decay: float = 0.01, beta_1: float = 0.9,
+                     beta_2: float = 0.999, epsilon: float = 1e-6, clipnorm: float | None = 1.0,
+                     loss_scale: bool = False):
+    """The paper's optimizer: `optimizer` ("adamw" or "lamb") with warmup then linear decay to 0 at
+    `num_train_steps` (counted in updates), decoupled weight decay except LayerNorm and biases, global-norm
+    clipping; `loss_scale` wraps it in dynamic loss scaling (for float16). Gradient accumulation is the model's
+    job (`model.gradient_accumulation_steps`), which hands the optimizer one summed gradient per update."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"--optimizer={optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+    if num_train_steps < 1:
+        raise ValueError(f"--num_train_steps={num_train_steps} must be at least 1")
+    if not 0 <= num_warmup_steps <= num_train_steps:
+        raise ValueError(f"--num_warmup_steps={num_warmup_steps} must be between 0 and --num_train_steps")
+    decay = keras.optimizers.schedules.PolynomialDecay(learning_rate, num_train_steps, end_learning_rate=0.0,
+                                                        power=1.0)
+    schedule = LinearWarmup(learning_rate, num_warmup_steps, decay)
+    cls = AdamW if optimizer == "adamw" else Lamb
+    opt = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+              global_clipnorm=clipnorm or None)
+    opt.exclude_from_weight_decay(var_names=[NO_DECAY_PATTERN])
+    return LossScaleOptimizer(opt) if loss_scale else opt
+
+
+def current_learning_rate(optimizer) -> tf.Tensor:
+    """The rate the next update will use (through a loss-scale wrapper)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return inner._get_current_learning_rate()

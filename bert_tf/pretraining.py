@@ -1,0 +1,300 @@
+"""Pretraining input: the original record schema read from TFRecord globs, checked against the data's metadata.
+
+`pretraining_dataset` yields `(inputs, labels)` batches for `BertPretrainer`: inputs `input_word_ids`,
+`input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`, `masked_lm_weights`,
+`next_sentence_labels`. Before any step runs, `check_records` compares the flags with the `metadata.json` that
+`data_gen` writes beside the shards (sequence length, predictions per sequence, vocabulary hash) and, for records
+without metadata (the original generator's), with the lengths in the first record, so a mismatch is one clear
+error instead of a shape failure deep inside TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+METADATA_NAME = "metadata.json"  # written by data_gen.writer beside the shards
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class DataError(ValueError):
+    """Pretraining records that do not fit the flags, or cannot be found or read."""
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    """The `tf.io.parse_example` spec of one record (the original schema)."""
+    int64 = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
+    return {"input_ids": int64(max_seq_length), "input_mask": int64(max_seq_length),
+            "segment_ids": int64(max_seq_length), "masked_lm_positions": int64(max_predictions_per_seq),
+            "masked_lm_ids": int64(max_predictions_per_seq),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+            "next_sentence_labels": int64(1)}
+
+
+def file_sha256(path: str) -> str:
+    """Hex SHA-256 of a file (the vocabulary's identity in the metadata)."""
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def expand_files(patterns) -> list[str]:
+    """Comma-separated (or listed) files and globs -> the sorted, de-duplicated list of files."""
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    files = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise DataError(f"--input_file: {pattern} matches no file")
+        files += [m for m in matched if not m.endswith((".tmp", METADATA_NAME))]
+    if not files:
+        raise DataError("--input_file names no file; give TFRecord files or globs, comma-separated")
+    return sorted(set(files))
+
+
+def compression_of(path: str) -> str:
+    """"GZIP" when the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+
+
+def read_metadata(files: list[str]) -> tuple[str, dict] | None:
+    """(path, contents) of the metadata file beside the shards, or None (e.g. the original generator's records)."""
+    for directory in sorted({os.path.dirname(f) for f in files}):
+        path = os.path.join(directory, METADATA_NAME)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                try:
+                    return path, json.load(f)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}: not valid JSON ({e}); regenerate the data or delete the file") from None
+    return None
+
+
+def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)), None)
+    except tf.errors.OpError as e:
+        raise DataError(f"{path}: cannot read TFRecords ({e.message.splitlines()[0]})") from None
+    if record is None:
+        raise DataError(f"{path}: contains no records")
+    example = tf.train.Example.FromString(record.numpy())
+    features = example.features.feature
+    missing = [k for k in ("input_ids", "masked_lm_positions") if k not in features]
+    if missing:
+        raise DataError(f"{path}: not pretraining records (no {', '.join(missing)} feature); create them with "
+                        "create_pretraining_data")
+    return {"max_seq_length": len(features["input_ids"].int64_list.value),
+            "max_predictions_per_seq": len(features["masked_lm_positions"].int64_list.value)}
+
+
+def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int,
+                  vocab_file: str | None = None) -> dict | None:
+    """Refuses records that were generated with other lengths (or another vocabulary) than the flags.
+
+    Returns the metadata, if any. Checks the first record's lengths too, which also covers records without metadata.
+    """
+    found = read_metadata(files)
+    expected = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    if found:
+        path, metadata = found
+        flags = metadata.get("flags", {})
+        for key, value in expected.items():
+            if key in flags and flags[key] != value:
+                raise DataError(f"{path}: the records were generated with --{key}={flags[key]}, but training was "
+                                f"given --{key}={value}; pass --{key}={flags[key]} or regenerate the data")
+        if vocab_file and metadata.get("vocab_sha256"):
+            if file_sha256(vocab_file) != metadata["vocab_sha256"]:
+                raise DataError(f"{path}: the records were made with another vocabulary than --vocab_file="
+                                f"{vocab_file} (sha256 differs); train with the generator's vocabulary "
+                                f"{metadata.get('vocab_file')} or regenerate the data")
+    actual = _first_record_lengths(files[0], compression_of(files[0]))
+    for key, value in expected.items():
+        if actual[key] != value:
+            raise DataError(f"{files[0]}: records hold {key}={actual[key]}, but training was given --{key}={value}; "
+                            f"pass --{key}={actual[key]} or regenerate the data")
+    return found[1] if found else None
+
+
+def _parse(max_seq_length: int, max_predictions_per_seq: int):
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+
+    def parse(serialized):
+        f = tf.io.parse_example(serialized, spec)
+        i32 = lambda name: tf.cast(f[name], tf.int32)  # noqa: E731
+        inputs = {"input_word_ids": i32("input_ids"), "input_mask": i32("input_mask"),
+                  "input_type_ids": i32("segment_ids"), "masked_lm_positions": i32("masked_lm_positions")}
+        labels = {"masked_lm_ids": i32("masked_lm_ids"), "masked_lm_weights": f["masked_lm_weights"],
+                  "next_sentence_labels": i32("next_sentence_labels")[:, 0]}
+        return inputs, labels
+
+    return parse
+
+
+def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int, batch_size: int, *,
+                        is_training: bool = True, input_context: tf.distribute.InputContext | None = None,
+                        seed: int | None = None, shuffle_buffer: int = 1000, cycle_length: int = 8):
+    """Batches of `(inputs, labels)` from TFRecord files of the original schema (plain or gzip).
+
+    `batch_size` is per input pipeline: the global batch divided by the replicas when called from
+    `strategy.distribute_datasets_from_function` (pass its `input_context`), which also shards the input: by file
+    when there are at least as many files as pipelines, else by record (with a warning; every pipeline then reads
+    every file). Training data is shuffled (files, then records in a buffer), repeated and batched with
+    `drop_remainder`; evaluation data is read once, in order. The order is a function of `seed`, and the iterator can
+    be saved in a `tf.train.Checkpoint`, so an interrupted run resumes at the same record.
+    """
+    files = expand_files(files)
+    compression = compression_of(files[0])
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    pipelines, index = (input_context.num_input_pipelines, input_context.input_pipeline_id) if input_context \
+        else (1, 0)
+    by_record = False
+    if pipelines > 1:
+        if len(files) >= pipelines:
+            dataset = dataset.shard(pipelines, index)
+        else:
+            by_record = True
+            logging.warning("%d input file(s) for %d input pipelines: sharding by record, so every pipeline reads "
+                            "every file; write at least %d shards to shard by file", len(files), pipelines,
+                            pipelines)
+    if is_training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+                                 cycle_length=max(1, min(cycle_length, len(files))),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if by_record:
+        dataset = dataset.shard(pipelines, index)
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.map(_parse(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# ------------------------------------------------------------------------------------------- the whole run
+DTYPES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+EXPORT_DIR = "bert_model"  # bert_config.json + bert_model.ckpt (original names) [+ vocab.txt] after training
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingOptions:
+    """What `run_pretraining` does; the defaults are the original run_pretraining.py's flags.
+
+    `train_batch_size` and `eval_batch_size` are global (all replicas together); with
+    `gradient_accumulation_steps` = N each update averages N micro-batches of `train_batch_size / N`.
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    do_train: bool = True
+    do_eval: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    max_eval_steps: int = 100
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+    dtype: str = "fp32"
+    jit_compile: bool = False
+    random_seed: int = 12345
+    init_checkpoint: str | None = None
+    vocab_file: str | None = None
+
+    def check(self, replicas: int) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if not (self.do_train or self.do_eval):
+            raise ValueError("at least one of --do_train and --do_eval must be set")
+        per_update = replicas * self.gradient_accumulation_steps
+        if self.train_batch_size % per_update:
+            raise ValueError(f"--train_batch_size={self.train_batch_size} must be a multiple of replicas x "
+                             f"--gradient_accumulation_steps = {replicas} x {self.gradient_accumulation_steps}")
+        if self.eval_batch_size % replicas:
+            raise ValueError(f"--eval_batch_size={self.eval_batch_size} must be a multiple of the {replicas} "
+                             "replicas")
+
+
+def build_pretrainer(config, options: PretrainingOptions):
+    """A compiled `BertPretrainer` with the paper's optimizer; call under `strategy.scope()`."""
+    from bert_tf.models import BertEncoder, BertPretrainer
+    from bert_tf.optimization import create_optimizer
+
+    model = BertPretrainer(BertEncoder(config, dtype=DTYPES[options.dtype]))
+    model.gradient_accumulation_steps = options.gradient_accumulation_steps
+    model.compile(optimizer=create_optimizer(options.learning_rate, options.num_train_steps,
+                                             options.num_warmup_steps, optimizer=options.optimizer,
+                                             weight_decay=options.weight_decay,
+                                             loss_scale=options.dtype == "fp16"),
+                  auto_scale_loss=False)
+    return model
+
+
+def run_pretraining(config, input_file, output_dir: str, options: PretrainingOptions, strategy=None) -> dict:
+    """Trains and/or evaluates BERT on pretraining records as the original run_pretraining.py does.
+
+    Checks the records against the flags first. Training resumes from `output_dir` when it holds checkpoints
+    (`bert_tf.training.train`); at the end it writes `<output_dir>/bert_model/` laid out like a released model:
+    `bert_config.json`, `bert_model.ckpt` (original TF1 names, for fine-tuning with any BERT code) and the
+    vocabulary when given. Evaluation writes `eval_results.txt`. Returns the figures.
+    """
+    import keras
+
+    from bert_tf import checkpoints, training
+
+    strategy = strategy or tf.distribute.get_strategy()
+    options.check(strategy.num_replicas_in_sync)
+    files = expand_files(input_file)
+    check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file)
+    tf.io.gfile.makedirs(output_dir)
+    keras.utils.set_random_seed(options.random_seed)
+    with strategy.scope():
+        model = build_pretrainer(config, options)
+    results: dict = {}
+    if options.do_train:
+        def dataset_fn(context):
+            return pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
+                                       context.get_per_replica_batch_size(options.train_batch_size),
+                                       input_context=context, seed=options.random_seed)
+
+        logs = training.train(model, strategy, dataset_fn, output_dir, num_train_steps=options.num_train_steps,
+                              global_batch_size=options.train_batch_size,
+                              steps_per_loop=options.iterations_per_loop,
+                              save_checkpoints_steps=options.save_checkpoints_steps,
+                              init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile)
+        results["train"] = logs
+        if training.is_chief(strategy):  # a released-model directory, in its own folder: it has its own index
+            export = os.path.join(output_dir, EXPORT_DIR)
+            tf.io.gfile.makedirs(export)
+            config.to_json_file(os.path.join(export, "bert_config.json"))
+            checkpoints.save_original(model, os.path.join(export, "bert_model.ckpt"))
+            if options.vocab_file:
+                tf.io.gfile.copy(options.vocab_file, os.path.join(export, "vocab.txt"), overwrite=True)
+            results["train"]["export"] = export
+    elif tf.train.latest_checkpoint(output_dir) or options.init_checkpoint:  # evaluate what is there
+        results["checkpoint"] = training.restore_weights(model, tf.train.latest_checkpoint(output_dir)
+                                                         or options.init_checkpoint)
+    if options.do_eval:
+        dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
+                                      options.eval_batch_size, is_training=False)
+        scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
+        step = results.get("train", {}).get("step", 0)
+        scores = {k: float(v) for k, v in scores.items()} | {"global_step": step}
+        training.write_results(os.path.join(output_dir, "eval_results.txt"), scores)
+        results["eval"] = scores
+    return results

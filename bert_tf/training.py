@@ -1,0 +1,197 @@
+"""The training loop behind the CLIs: `model.train_step` under any strategy, with exact resume.
+
+`train` runs a compiled Keras model's own `train_step` (the same loss, metrics, gradient accumulation and optimizer
+as `model.fit`) `steps_per_loop` steps per call of one `tf.function` (TPU-style host loops), and adds what
+long runs need and `fit` does not give exactly:
+
+- checkpoints every `save_checkpoints_steps` with `tf.train.CheckpointManager`, holding the model, the optimizer,
+  the step and the input iterator, so a run killed at any moment restarts from the last checkpoint and continues
+  with the same batches: run to step N, it ends with the weights of an uninterrupted run;
+- a stop at the first step whose loss is not finite: the optimizer skipped that update (`bert_tf.optimization`),
+  so the checkpoint written then is the last good state;
+- SIGTERM (preemption) saves a checkpoint at the end of the current loop and stops;
+- TensorBoard scalars (`<output_dir>/train`): the model's metrics, learning rate, examples/s globally and per
+  replica.
+
+`restore_weights` is the separate, weights-only initialisation (`--init_checkpoint`): original TF1 checkpoints or
+our own, optimizer state and step ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from bert_tf import checkpoints
+from bert_tf.optimization import current_learning_rate
+
+CHECKPOINT_NAME = "ckpt"
+
+
+_SCALAR = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+
+def write_scalar(name: str, value: float) -> None:
+    """A TensorBoard scalar in the default summary writer, without the tensorboard package (which
+    `tf.summary.scalar` needs only to fill in this metadata)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR)
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a non-finite loss); the message says where the last good state was saved."""
+
+
+class Preempted(RuntimeError):
+    """SIGTERM arrived; a checkpoint was saved and a restart resumes from it."""
+
+
+def restore_weights(model, path: str) -> str:
+    """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
+    (google-research/bert names) or one written by `train`. Returns the checkpoint used."""
+    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
+    if not resolved:
+        raise checkpoints.CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
+    try:
+        names = {name for name, _ in tf.train.list_variables(resolved)}
+    except (tf.errors.OpError, ValueError) as e:
+        raise checkpoints.CheckpointError(f"--init_checkpoint={path}: cannot read a checkpoint there "
+                                          f"({str(e).splitlines()[0]})") from None
+    if "bert/embeddings/word_embeddings" in names:
+        checkpoints.restore_original(model, resolved, heads_required=False)
+    else:
+        status = tf.train.Checkpoint(model=model).read(resolved)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise checkpoints.CheckpointError(f"--init_checkpoint={path}: does not fit this model "
+                                              f"({str(e).splitlines()[0][:200]})") from None
+        status.expect_partial()
+    logging.info("initialised weights from %s", resolved)
+    return resolved
+
+
+def is_chief(strategy) -> bool:
+    """Whether this process writes the real checkpoints and summaries (multi-worker: the chief, or worker 0)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    return resolver.task_type == "worker" and resolver.task_id == 0 and \
+        "chief" not in resolver.cluster_spec().as_dict()
+
+
+class _SigtermFlag:
+    """Remembers a SIGTERM instead of dying, for the duration of `train` (main thread only)."""
+
+    def __init__(self):
+        self.raised = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        del signum, frame
+        self.raised = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int, global_batch_size: int,
+          steps_per_loop: int = 1000, save_checkpoints_steps: int = 1000, max_checkpoints_to_keep: int = 5,
+          init_checkpoint: str | None = None, jit_compile: bool = False) -> dict:
+    """Trains `model` (compiled under `strategy.scope()`) to `num_train_steps` on
+    `strategy.distribute_datasets_from_function(dataset_fn)`, resuming from `output_dir` when it holds a
+    checkpoint (else initialising from `init_checkpoint`). Returns the last loop's metrics and the step."""
+    if min(num_train_steps, steps_per_loop, save_checkpoints_steps) < 1:
+        raise ValueError("--num_train_steps, --iterations_per_loop and --save_checkpoints_steps must be at least 1")
+    chief = is_chief(strategy)
+    with strategy.scope():
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        model.optimizer.build(model.trainable_variables)
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    # Keras's dropout seed generators are not trackable objects: their states are listed explicitly, so a resumed
+    # run draws the same dropout masks as an uninterrupted one.
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, global_step=step, data=iterator,
+                                     model_state=list(model.non_trainable_variables))
+    directory = output_dir if chief else os.path.join(output_dir, f"worker_tmp_{strategy.cluster_resolver.task_id}")
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
+                                         checkpoint_name=CHECKPOINT_NAME)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        logging.info("resuming from %s at step %d", manager.latest_checkpoint, int(step.numpy()))
+    elif init_checkpoint:
+        restore_weights(model, init_checkpoint)
+
+    step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
+
+    @tf.function
+    def run_steps(iterator, count):
+        loss = tf.constant(0.0)
+        for _ in tf.range(count):
+            logs = strategy.run(step_fn, args=(next(iterator),))
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, logs["loss"], axis=None)
+            if not tf.math.is_finite(loss):
+                break
+            step.assign_add(1)
+        return loss
+
+    writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else \
+        tf.summary.create_noop_writer()
+    replicas = strategy.num_replicas_in_sync
+    logs: dict = {}
+    current = int(step.numpy())
+    with _SigtermFlag() as sigterm:
+        while current < num_train_steps:
+            count = min(steps_per_loop, num_train_steps - current,
+                        save_checkpoints_steps - current % save_checkpoints_steps)
+            started = time.time()
+            loss = run_steps(iterator, tf.constant(count, tf.int64))
+            done = int(step.numpy()) - current
+            elapsed = time.time() - started
+            logs = {name: float(value) for name, value in model.get_metrics_result().items()}
+            model.reset_metrics()
+            current += done
+            if done < count:
+                path = manager.save(checkpoint_number=current)
+                raise TrainingError(f"the loss became {float(loss)} at step {current + 1}; training stopped and the "
+                                    f"last good state (step {current}) is saved in {path}. Lower --learning_rate, "
+                                    "raise --num_warmup_steps or use --dtype=fp32, then restart to resume")
+            examples = done * global_batch_size / max(elapsed, 1e-9)
+            scalars = dict(logs, learning_rate=float(current_learning_rate(model.optimizer)),
+                           examples_per_second=examples, examples_per_second_per_replica=examples / replicas)
+            with writer.as_default(step=current):
+                for name, value in scalars.items():
+                    write_scalar(name, value)
+            logging.info("step %d/%d: %s", current, num_train_steps,
+                         ", ".join(f"{k} {v:.4g}" for k, v in sorted(scalars.items())))
+            if current % save_checkpoints_steps == 0 or current == num_train_steps or sigterm.raised:
+                manager.save(checkpoint_number=current)
+            if sigterm.raised:
+                raise Preempted(f"SIGTERM at step {current}: saved {manager.latest_checkpoint}; restart the same "
+                                "command to resume")
+    writer.flush()
+    return dict(logs, step=current)
+
+
+def write_results(path: str, results: dict) -> None:
+    """`key = value` lines, sorted, like the original's eval_results.txt (written atomically)."""
+    tmp = f"{path}.tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        for key in sorted(results):
+            f.write(f"{key} = {results[key]}\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
