@@ -30,7 +30,8 @@ def get_strategy(strategy: str | None = None, tpu: str | None = None, num_gpus: 
     strategy = strategy or "default"
     if strategy not in STRATEGIES:
         raise ValueError(f"--strategy={strategy!r}: expected one of {', '.join(STRATEGIES)}")
-    gpus = tf.config.list_logical_devices("GPU")
+    # physical devices: listing logical ones would start TensorFlow, after which multi-worker set-up fails
+    gpus = [f"/gpu:{i}" for i in range(len(tf.config.list_physical_devices("GPU")))]
     if strategy == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "local")
         if (tpu or "local") != "local":
@@ -48,10 +49,10 @@ def get_strategy(strategy: str | None = None, tpu: str | None = None, num_gpus: 
         if devices is None and num_gpus is not None:
             if num_gpus > len(gpus):
                 raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
-            devices = [g.name for g in gpus[:num_gpus]] or None
+            devices = gpus[:num_gpus] or None
         return tf.distribute.MirroredStrategy(devices)
     if strategy == "one_device":
-        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+        return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
     if len(gpus) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()

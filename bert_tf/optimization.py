@@ -84,7 +84,9 @@ class _ReplicaAware:
     are not finite, else let Keras clip and apply them (see the module docstring)."""
 
     def apply(self, grads, trainable_variables=None):
-        grads = list(grads)
+        # Dense gradients: the global norm of a gather's IndexedSlices counts repeated rows separately, which is
+        # not the norm of the gradient (and the tables they come from, token type and position, are small).
+        grads = [g if g is None else tf.convert_to_tensor(g) for g in grads]
         if not self.built:  # variables must not be created inside the branch below
             with keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
@@ -134,6 +136,13 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         return _all_replicas(super().check_finite(grads))
 
 
+def warmup_linear_decay(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0) -> LinearWarmup:
+    """The original schedule: linear warmup to `learning_rate`, linear decay to 0 at `num_train_steps`."""
+    decay = keras.optimizers.schedules.PolynomialDecay(learning_rate, num_train_steps, end_learning_rate=0.0,
+                                                        power=1.0)
+    return LinearWarmup(learning_rate, num_warmup_steps, decay)
+
+
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0, *,
                      optimizer: str = "adamw", weight_decay: float = 0.01, beta_1: float = 0.9,
                      beta_2: float = 0.999, epsilon: float = 1e-6, clipnorm: float | None = 1.0,
@@ -148,9 +157,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
         raise ValueError(f"--num_train_steps={num_train_steps} must be at least 1")
     if not 0 <= num_warmup_steps <= num_train_steps:
         raise ValueError(f"--num_warmup_steps={num_warmup_steps} must be between 0 and --num_train_steps")
-    decay = keras.optimizers.schedules.PolynomialDecay(learning_rate, num_train_steps, end_learning_rate=0.0,
-                                                        power=1.0)
-    schedule = LinearWarmup(learning_rate, num_warmup_steps, decay)
+    schedule = warmup_linear_decay(learning_rate, num_train_steps, num_warmup_steps)
     cls = AdamW if optimizer == "adamw" else Lamb
     opt = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
               global_clipnorm=clipnorm or None)

@@ -20,7 +20,9 @@ our own, optimizer state and step ignored.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import time
 
 import tensorflow as tf
@@ -122,20 +124,43 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         model.optimizer.build(model.trainable_variables)
+    logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     # Keras's dropout seed generators are not trackable objects: their states are listed explicitly, so a resumed
     # run draws the same dropout masks as an uninterrupted one.
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, global_step=step, data=iterator,
-                                     model_state=list(model.non_trainable_variables))
-    directory = output_dir if chief else os.path.join(output_dir, f"worker_tmp_{strategy.cluster_resolver.task_id}")
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
-                                         checkpoint_name=CHECKPOINT_NAME)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        logging.info("resuming from %s at step %d", manager.latest_checkpoint, int(step.numpy()))
+    state = dict(model=model, optimizer=model.optimizer, global_step=step,
+                 model_state=list(model.non_trainable_variables))
+    try:
+        checkpoint = tf.train.Checkpoint(data=iterator, **state)
+        iterator_saved = True
+    except ValueError:  # multi-worker iterators cannot be saved: resume the input by skipping instead
+        checkpoint = tf.train.Checkpoint(**state)
+        iterator_saved = False
+    latest = tf.train.latest_checkpoint(output_dir)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("resuming from %s at step %d", latest, int(step.numpy()))
+        if not iterator_saved and int(step.numpy()):
+            done = int(step.numpy())
+            logging.warning("this strategy cannot save the input position; skipping %d batches to restore it", done)
+            iterator = iter(strategy.distribute_datasets_from_function(lambda context: dataset_fn(context).skip(done)))
     elif init_checkpoint:
         restore_weights(model, init_checkpoint)
+    # Every worker takes part in saving (it is collective); only the chief's copy is kept.
+    directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
+                                         checkpoint_name=CHECKPOINT_NAME)
+    try:
+        return _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps,
+                     global_batch_size, steps_per_loop, save_checkpoints_steps, jit_compile)
+    finally:
+        if not chief:
+            shutil.rmtree(directory, ignore_errors=True)
 
+
+def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps, global_batch_size,
+          steps_per_loop, save_checkpoints_steps, jit_compile):
+    """The body of `train` after set-up: loops of `steps_per_loop` steps, logging, checkpoints, stops."""
     step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
 
     @tf.function

@@ -1,0 +1,407 @@
+"""Pretraining: schedule, optimizer, loss, replica and accumulation equivalence, the CLI end to end (kill -9 and
+resume, eval results, refusal of mismatched records), NaN handling and multi-worker training, on real text."""
+
+import collections
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ, PREDS = 32, 5
+CONFIG = {"vocab_size": None, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "intermediate_size": 256, "max_position_embeddings": 64, "type_vocab_size": 2, "hidden_act": "gelu",
+          "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Records from real English text (docstrings of installed packages) with a small vocabulary: every
+    character, its ## continuation and the 400 commonest words, so a tiny model learns in a few hundred steps."""
+    from bench.common import docstring_lines
+    from data_gen.generate import Options, generate, output_paths
+
+    root = tmp_path_factory.mktemp("pretraining")
+    lines = docstring_lines()[:4000]
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(line + ("\n" if i % 7 == 6 else "") for i, line in enumerate(lines)),
+                      encoding="utf-8")
+    words = collections.Counter(w for line in lines for w in line.lower().split() if w.isalpha() and len(w) > 1)
+    chars = sorted({c for line in lines for c in line.lower() if not c.isspace()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars] + [
+        w for w, _ in words.most_common(400)]
+    vocab = list(dict.fromkeys(vocab))
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    generate(str(corpus), output_paths(str(root / "records") + "/", 4), str(root / "vocab.txt"),
+             Options(max_seq_length=SEQ, max_predictions_per_seq=PREDS, dupe_factor=2, window_size=200),
+             progress=False)
+    (root / "bert_config.json").write_text(json.dumps(dict(CONFIG, vocab_size=len(vocab))))
+    return root
+
+
+def _config(data):
+    from bert_tf import BertConfig
+
+    return BertConfig.from_json_file(str(data / "bert_config.json"))
+
+
+# ----------------------------------------------------------------------------------------------- optimizer
+def test_schedule_is_the_originals_warmup_then_linear_decay():
+    from bert_tf.optimization import create_optimizer, warmup_linear_decay
+
+    steps = np.arange(0, 120, 7)
+    got = np.array([float(warmup_linear_decay(1e-4, 100, 10)(s)) for s in steps])
+    # google-research/bert optimization.py: polynomial_decay(power 1, end 0) over num_train_steps, replaced by
+    # init_lr * step / warmup while step < warmup
+    want = np.where(steps < 10, 1e-4 * steps / 10, 1e-4 * (1 - np.minimum(steps, 100) / 100))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
+    opt = create_optimizer(1e-4, num_train_steps=100, num_warmup_steps=10)
+    assert (opt.weight_decay, opt.beta_1, opt.beta_2, opt.epsilon, opt.global_clipnorm) == (0.01, 0.9, 0.999, 1e-6,
+                                                                                          1.0)
+    with pytest.raises(ValueError, match="--optimizer='sgd'"):
+        create_optimizer(1e-4, 100, optimizer="sgd")
+
+
+def test_weight_decay_spares_layer_norm_and_biases(tiny_config):
+    from bert_tf import BertPretrainer
+    from bert_tf.optimization import create_optimizer
+
+    model = BertPretrainer(tiny_config)
+    opt = create_optimizer(1e-4, 10)
+    decayed = {v.path for v in model.trainable_variables if opt._use_weight_decay(v)}
+    spared = {v.path for v in model.trainable_variables} - decayed
+    assert spared and all(p.endswith(("bias", "gamma", "beta")) for p in spared)
+    assert all(p.endswith(("kernel", "embeddings")) for p in decayed)
+    assert "embeddings/word_embeddings" in decayed and "predictions/output_bias" in spared
+
+
+# -------------------------------------------------------------------------------------------------- loss
+def _batch(config, batch=8, seq=16, preds=4, seed=0):
+    rng = np.random.default_rng(seed)
+    x = {"input_word_ids": rng.integers(5, config.vocab_size, (batch, seq)).astype("int32"),
+         "input_mask": np.ones((batch, seq), "int32"),
+         "input_type_ids": rng.integers(0, 2, (batch, seq)).astype("int32"),
+         "masked_lm_positions": np.sort(rng.integers(1, seq, (batch, preds)), 1).astype("int32")}
+    weights = (rng.random((batch, preds)) < 0.6).astype("float32")
+    weights[:, 0] = 1
+    y = {"masked_lm_ids": rng.integers(5, config.vocab_size, (batch, preds)).astype("int32"),
+         "masked_lm_weights": weights, "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+    return x, y
+
+
+def test_loss_is_mean_over_real_masked_positions_plus_nsp(tiny_config):
+    from bert_tf import BertPretrainer
+
+    model = BertPretrainer(tiny_config)
+    model.compile(optimizer="sgd")
+    x, y = _batch(tiny_config)
+    out = model(x)
+    loss = float(model.compute_loss(x, y, out))
+
+    def ce(logits, labels):  # numpy reference
+        logits = logits - logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
+
+    w = y["masked_lm_weights"]
+    mlm = (ce(out["mlm_logits"].numpy(), y["masked_lm_ids"]) * w).sum() / w.sum()
+    nsp = ce(out["nsp_logits"].numpy(), y["next_sentence_labels"]).mean()
+    assert loss == pytest.approx(mlm + nsp, rel=1e-5)
+    assert float(model.masked_lm_loss.result()) == pytest.approx(mlm, rel=1e-5)
+
+
+def test_gradient_accumulation_equals_the_whole_batch(tiny_config):
+    """One SGD step on B examples equals one step accumulated over 2 and 4 micro-batches of B/N (the masked-LM
+    denominator comes from the whole batch, so uneven masked counts per micro-batch do not matter)."""
+    import keras
+
+    from bert_tf import BertPretrainer
+
+    x, y = _batch(tiny_config)
+    results = []
+    for steps in (1, 2, 4):
+        keras.utils.set_random_seed(3)
+        config = dataclasses.replace(tiny_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = BertPretrainer(config)
+        model.compile(optimizer=keras.optimizers.SGD(0.5))
+        model.gradient_accumulation_steps = steps
+        logs = model.train_step((x, y))
+        results.append(([w.numpy() for w in model.trainable_weights], float(logs["loss"])))
+    for weights, loss in results[1:]:
+        assert loss == pytest.approx(results[0][1], rel=1e-6)
+        for a, b in zip(results[0][0], weights):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_path):
+    """Two logical CPUs under MirroredStrategy (and gradient accumulation, and both) train exactly as one device
+    on the same global batch, with gradient clipping active. A separate process: the CPU split must be configured
+    before TensorFlow starts."""
+    script = tmp_path / "replicas.py"
+    script.write_text(REPLICAS_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = json.loads(out.stdout.strip().splitlines()[-1])
+    base = runs["one_device"]
+    for name in ("mirrored", "accumulate_2", "mirrored_accumulate_2"):
+        np.testing.assert_allclose(runs[name]["losses"], base["losses"], rtol=2e-5, err_msg=name)
+        assert runs[name]["max_weight_diff"] < 1e-4, name
+    assert base["clipped"]  # the clip norm was below the gradient norm, so clipping order mattered
+
+
+REPLICAS_SCRIPT = r'''
+import json
+import numpy as np, tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from bert_tf import BertConfig, BertEncoder, BertPretrainer
+from bert_tf.optimization import create_optimizer
+
+config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                    max_position_embeddings=40, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+rng = np.random.default_rng(0)
+B, S, P, STEPS = 8, 16, 4, 6
+x = {"input_word_ids": rng.integers(5, 99, (STEPS * B, S)).astype("int32"),
+     "input_mask": (np.arange(S) < rng.integers(8, S + 1, (STEPS * B, 1))).astype("int32"),
+     "input_type_ids": rng.integers(0, 2, (STEPS * B, S)).astype("int32"),
+     "masked_lm_positions": np.sort(rng.integers(1, 8, (STEPS * B, P)), 1).astype("int32")}
+y = {"masked_lm_ids": rng.integers(5, 99, (STEPS * B, P)).astype("int32"),
+     "masked_lm_weights": (rng.random((STEPS * B, P)) < 0.6).astype("float32"),
+     "next_sentence_labels": rng.integers(0, 2, STEPS * B).astype("int32")}
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
+mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+class Losses(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.losses = []
+    def on_train_batch_end(self, batch, logs=None):
+        self.losses.append(float(logs["loss"]))
+
+def run(strategy, accumulate):
+    keras.utils.set_random_seed(1)
+    with strategy.scope():
+        model = BertPretrainer(BertEncoder(config))
+        model.gradient_accumulation_steps = accumulate
+        model.compile(optimizer=create_optimizer(1e-2, 10, 2, clipnorm=0.1))
+    losses = Losses()
+    model.fit(dataset, epochs=1, verbose=0, callbacks=[losses])  # loss logs are running means of the epoch
+    return losses.losses, [w.numpy() for w in model.trainable_weights]
+
+base_losses, base_weights = run(tf.distribute.get_strategy(), 1)
+# is clipping active? the first step's gradient norm, one device
+keras.utils.set_random_seed(1)
+probe = BertPretrainer(BertEncoder(config)); probe.compile(optimizer="sgd")
+xb, yb = next(iter(dataset))
+with tf.GradientTape() as tape:
+    loss = probe.compute_loss(xb, yb, probe(xb, training=True))
+norm = float(tf.linalg.global_norm(tape.gradient(loss, probe.trainable_weights)))
+runs = {"one_device": {"losses": base_losses, "clipped": norm > 0.1}}
+for name, strategy, accumulate in [("mirrored", mirrored, 1), ("accumulate_2", tf.distribute.get_strategy(), 2),
+                                   ("mirrored_accumulate_2", mirrored, 2)]:
+    losses, weights = run(strategy, accumulate)
+    runs[name] = {"losses": losses,
+                  "max_weight_diff": max(float(np.abs(a - b).max()) for a, b in zip(base_weights, weights))}
+print(json.dumps(runs))
+'''
+
+
+def test_model_fit_on_the_pipeline_as_the_readme_shows(data, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import BertEncoder, BertPretrainer, distribute, optimization, pretraining
+
+    strategy = distribute.get_strategy("one_device")
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = BertPretrainer(BertEncoder(_config(data)))
+        model.compile(optimizer=optimization.create_optimizer(1e-3, num_train_steps=60, num_warmup_steps=6))
+    dataset = pretraining.pretraining_dataset(str(data / "records" / "*.tfrecord"), SEQ, PREDS, batch_size=16)
+    history = model.fit(dataset, steps_per_epoch=20, epochs=3, verbose=0,
+                        callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))])
+    logs = history.history
+    assert set(logs) == {"loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                         "next_sentence_loss"}
+    assert logs["loss"][-1] < logs["loss"][0] - 0.3
+    assert int(model.optimizer.iterations) == 60
+    assert isinstance(model.optimizer, optimization.AdamW) and tf.distribute.has_strategy() is False
+
+
+# ----------------------------------------------------------------------------------------------------- CLI
+def _cli(data, output_dir, *extra, steps=200):
+    return [sys.executable, "-m", "bert_tf.cli.run_pretraining", f"--bert_config_file={data / 'bert_config.json'}",
+            f"--input_file={data / 'records'}/*.tfrecord", f"--output_dir={output_dir}", "--do_train",
+            f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}", "--train_batch_size=16",
+            f"--num_train_steps={steps}", "--num_warmup_steps=20", "--learning_rate=1e-3",
+            "--save_checkpoints_steps=20", "--iterations_per_loop=10", f"--vocab_file={data / 'vocab.txt'}", *extra]
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def _weights(prefix):
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
+    """Train 200 steps uninterrupted (with --do_eval); separately start the same run, kill -9 it once its second
+    checkpoint exists, restart it: it resumes there and ends with bit-identical weights. Dropout is on, so the
+    dropout seeds and the input position are restored too. The uninterrupted run also shows learning."""
+    full = subprocess.run(_cli(data, tmp_path / "full", "--do_eval", "--max_eval_steps=20"), capture_output=True,
+                          text=True, env=_env(), cwd=ROOT, timeout=600)
+    assert full.returncode == 0, full.stderr[-3000:]
+    killed_dir = tmp_path / "killed"
+    proc = subprocess.Popen(_cli(data, killed_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=_env(), cwd=ROOT)
+    deadline = time.time() + 300
+    while not (killed_dir / "ckpt-40.index").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    assert not (killed_dir / "bert_model").exists(), "the run finished before it could be killed"
+    resumed = subprocess.run(_cli(data, killed_dir), capture_output=True, text=True, env=_env(), cwd=ROOT,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr
+    a, b = _weights(tmp_path / "full" / "bert_model" / "bert_model.ckpt"), \
+        _weights(killed_dir / "bert_model" / "bert_model.ckpt")
+    assert a.keys() == b.keys() and len(a) > 30
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+    # learning: first vs last logged loop of the uninterrupted run, and the eval file like the original's
+    logged = [line for line in full.stderr.splitlines() if "masked_lm_accuracy" in line and "step " in line]
+    first, last = (dict(kv.rsplit(" ", 1) for kv in line.split(": ", 1)[1].split(", ")) for line in
+                   (logged[0], logged[-1]))
+    assert float(last["loss"]) < float(first["loss"]) - 0.5
+    vocab_size = json.loads((data / "bert_config.json").read_text())["vocab_size"]
+    assert float(last["masked_lm_accuracy"]) > 10 / vocab_size
+    results = dict(line.split(" = ") for line in (tmp_path / "full" / "eval_results.txt").read_text().splitlines())
+    assert set(results) >= {"global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                            "next_sentence_accuracy", "next_sentence_loss"}
+    assert results["global_step"] == "200" and float(results["masked_lm_accuracy"]) > 10 / vocab_size
+    # the export is a released-model directory that the original-format loader reads
+    from bert_tf import checkpoints
+
+    export = tmp_path / "full" / "bert_model"
+    assert {"bert_config.json", "vocab.txt"} <= set(os.listdir(export))
+    model = checkpoints.load_original(str(export / "bert_model.ckpt"), str(export / "bert_config.json"),
+                                      model="pretrainer")
+    np.testing.assert_array_equal(model.encoder.embeddings.word_embeddings.numpy(),
+                                  a["bert/embeddings/word_embeddings"])
+
+
+def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp_path):
+    from bert_tf.pretraining import DataError, PretrainingOptions, run_pretraining
+
+    config = _config(data)
+    records = str(data / "records" / "*.tfrecord")
+    with pytest.raises(DataError, match=r"generated with --max_seq_length=32, but training was given "
+                                        r"--max_seq_length=64"):
+        run_pretraining(config, records, str(tmp_path / "a"), PretrainingOptions(max_seq_length=64,
+                                                                                 max_predictions_per_seq=PREDS))
+    other_vocab = tmp_path / "vocab.txt"
+    other_vocab.write_text((data / "vocab.txt").read_text() + "extra\n")
+    with pytest.raises(DataError, match="another vocabulary"):
+        run_pretraining(config, records, str(tmp_path / "b"), PretrainingOptions(
+            max_seq_length=SEQ, max_predictions_per_seq=PREDS, vocab_file=str(other_vocab)))
+    # records without metadata (as the original generator writes them): the first record's lengths are checked
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(sorted((data / "records").glob("*.tfrecord"))[0], bare / "part.tfrecord")
+    with pytest.raises(DataError, match="records hold max_predictions_per_seq=5"):
+        run_pretraining(config, str(bare / "*"), str(tmp_path / "c"), PretrainingOptions(
+            max_seq_length=SEQ, max_predictions_per_seq=20))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+    # the CLI turns it into one line
+    out = subprocess.run(_cli(data, tmp_path / "d", "--max_seq_length=128"), capture_output=True, text=True,
+                         env=_env(), cwd=ROOT, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith("run_pretraining: error: ")
+    assert "--max_seq_length=32" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    config = dataclasses.replace(_config(data), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=10,
+                                 num_warmup_steps=0, learning_rate=1e-3)
+    batches = list(pretraining_dataset(str(data / "records" / "*"), SEQ, PREDS, 8, is_training=False).take(5))
+    poisoned = [(x, dict(y)) for x, y in batches]
+    poisoned[3][1]["masked_lm_weights"] = y_nan = tf.fill(tf.shape(poisoned[3][1]["masked_lm_weights"]), np.nan)
+    assert not np.isfinite(y_nan.numpy()).any()
+
+    def dataset_of(items):
+        xs, ys = zip(*items)
+        stack = lambda parts: {k: tf.stack([p[k] for p in parts]) for k in parts[0]}  # noqa: E731
+        return lambda context: tf.data.Dataset.from_tensor_slices((stack(xs), stack(ys)))
+
+    strategy = tf.distribute.get_strategy()
+    keras.utils.set_random_seed(5)
+    model = build_pretrainer(config, options)
+    with pytest.raises(training.TrainingError, match=r"at step 4; .*last good state \(step 3\)"):
+        training.train(model, strategy, dataset_of(poisoned), str(tmp_path / "nan"), num_train_steps=5,
+                       global_batch_size=8, steps_per_loop=5, save_checkpoints_steps=5)
+    keras.utils.set_random_seed(5)
+    reference = build_pretrainer(config, options)
+    training.train(reference, strategy, dataset_of(batches[:3]), str(tmp_path / "ref"), num_train_steps=3,
+                   global_batch_size=8, steps_per_loop=5, save_checkpoints_steps=5)
+    restored = build_pretrainer(config, options)
+    training.restore_weights(restored, str(tmp_path / "nan"))
+    for a, b in zip(reference.trainable_weights, restored.trainable_weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_mirrored_two_local_workers_train_together_and_resume(data, tmp_path):
+    """Two worker processes on 127.0.0.1 (TF_CONFIG) train as one 2-replica job to step 10, then both restart and
+    resume to step 20 (multi-worker iterators cannot be saved, so the input position is restored by skipping)."""
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+
+    def run_workers(steps):
+        procs = []
+        for index in range(2):
+            env = dict(_env(), TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+            procs.append(subprocess.Popen(_cli(data, tmp_path / "mw", "--strategy=multi_worker",
+                                               "--num_warmup_steps=5", steps=steps),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                          cwd=ROOT))
+        outs = [p.communicate(timeout=400)[1] for p in procs]
+        for p, err in zip(procs, outs):
+            assert p.returncode == 0, err[-3000:]
+        return outs
+
+    first = run_workers(10)
+    assert all("step 10/10" in err and "training on 2 replica(s)" in err for err in first)
+    second = run_workers(20)
+    assert all("step 20/20" in err and "skipping 10 batches" in err for err in second)
+    assert (tmp_path / "mw" / "ckpt-20.index").exists() and (tmp_path / "mw" / "bert_model").exists()
+    assert {name for name in os.listdir(tmp_path / "mw") if "worker" in name} == set()  # none left by the worker
