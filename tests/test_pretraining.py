@@ -293,6 +293,14 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
     assert set(results) >= {"global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                             "next_sentence_accuracy", "next_sentence_loss"}
     assert results["global_step"] == "200" and float(results["masked_lm_accuracy"]) > 10 / vocab_size
+    # TensorBoard scalars, written without the tensorboard package
+    import tensorflow as tf
+
+    events = list((tmp_path / "full" / "train").glob("events.out.tfevents.*"))
+    tags = {value.tag for event in tf.compat.v1.train.summary_iterator(str(events[0]))
+            for value in event.summary.value}
+    assert tags >= {"loss", "masked_lm_accuracy", "next_sentence_loss", "learning_rate", "examples_per_second",
+                    "examples_per_second_per_replica"}
     # the export is a released-model directory that the original-format loader reads
     from bert_tf import checkpoints
 

@@ -1,0 +1,143 @@
+"""Pretraining step throughput: ours vs keras-hub (BertBackbone + BertMaskedLM) and HF torch BertForPreTraining.
+
+  pip install -r bench/requirements.txt && python -m bench.pretraining [--preset mini] [--batch 32] [--seq 128]
+
+All three train the same shapes (vocab 30522, `--preset` size, batch x seq, 20 masked positions) with AdamW from a
+fresh model on one fixed batch, so only the training step is timed: forward, loss, backward, update. Ours runs
+`BertPretrainer.train_step` in the `tf.function` loop that `run_pretraining` uses (MLM + NSP); keras-hub runs
+its `BertMaskedLM.train_step` in the same loop (masked LM only: keras-hub has no NSP head, so it does less work);
+HF runs its eager PyTorch loop (MLM over every position + NSP, as `BertForPreTraining` computes it). Rounds are
+interleaved (`paired_times`); the ratio is the median of per-round ratios. Goal: >= 1.0x both.
+"""
+
+import argparse
+import os
+
+import numpy as np
+
+from bench.common import median, paired_times, report
+
+VOCAB, PREDICTIONS = 30522, 20
+
+
+def make_batch(batch, seq, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, VOCAB, (batch, seq)).astype("int32")
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), PREDICTIONS, replace=False)
+                                  for _ in range(batch)]), 1).astype("int32")
+    labels = np.take_along_axis(ids, positions, 1)
+    return {"ids": ids, "types": (np.arange(seq) >= seq // 2).astype("int32")[None].repeat(batch, 0),
+            "mask": np.ones((batch, seq), "int32"), "positions": positions, "labels": labels,
+            "nsp": rng.integers(0, 2, batch).astype("int32")}
+
+
+def ours(config, data, steps, jit_compile=False):
+    import tensorflow as tf
+
+    from bert_tf import BertEncoder, BertPretrainer
+    from bert_tf.optimization import create_optimizer
+
+    model = BertPretrainer(BertEncoder(config))
+    model.compile(optimizer=create_optimizer(1e-4, 10000, 100))
+    model.optimizer.build(model.trainable_variables)
+    x = {"input_word_ids": data["ids"], "input_mask": data["mask"], "input_type_ids": data["types"],
+         "masked_lm_positions": data["positions"]}
+    y = {"masked_lm_ids": data["labels"], "masked_lm_weights": np.ones(data["labels"].shape, "float32"),
+         "next_sentence_labels": data["nsp"]}
+    batch = tf.nest.map_structure(tf.constant, (x, y))
+    return _tf_loop(model, batch, steps, jit_compile)
+
+
+def keras_hub_mlm(config, data, steps):
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=VOCAB, num_layers=config.num_hidden_layers,
+                                             num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+                                             intermediate_dim=config.intermediate_size,
+                                             max_sequence_length=config.max_position_embeddings)
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=[])
+    x = {"token_ids": data["ids"], "segment_ids": data["types"], "padding_mask": data["mask"].astype(bool),
+         "mask_positions": data["positions"]}
+    batch = tf.nest.map_structure(tf.constant, (x, data["labels"], np.ones(data["labels"].shape, "float32")))
+    model.optimizer.build(model.trainable_variables)
+    return _tf_loop(model, batch, steps, False)
+
+
+def _tf_loop(model, batch, steps, jit_compile):
+    import tensorflow as tf
+
+    step = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
+
+    @tf.function
+    def loop():
+        for _ in tf.range(steps):
+            step(batch)
+
+    return loop
+
+
+def hf_torch(config, data, steps):
+    import torch
+    import transformers
+
+    torch.set_num_threads(os.cpu_count())
+    hf_config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=config.hidden_size,
+                                        num_hidden_layers=config.num_hidden_layers,
+                                        num_attention_heads=config.num_attention_heads,
+                                        intermediate_size=config.intermediate_size,
+                                        max_position_embeddings=config.max_position_embeddings)
+    model = transformers.BertForPreTraining(hf_config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
+    ids = torch.tensor(data["ids"], dtype=torch.long)
+    labels = torch.full_like(ids, -100)
+    labels.scatter_(1, torch.tensor(data["positions"], dtype=torch.long), torch.tensor(data["labels"]).long())
+    inputs = dict(input_ids=ids, attention_mask=torch.tensor(data["mask"]), token_type_ids=torch.tensor(
+        data["types"], dtype=torch.long), labels=labels, next_sentence_label=torch.tensor(data["nsp"]).long())
+
+    def loop():
+        for _ in range(steps):
+            loss = model(**inputs).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    return loop
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    from bert_tf import BertConfig
+
+    config = BertConfig.preset(args.preset, vocab_size=VOCAB, hidden_dropout_prob=0.1)
+    data = make_batch(args.batch, args.seq)
+    runs = {"bert_tf": ours(config, data, args.steps), "bert_tf (jit_compile)": ours(config, data, args.steps, True),
+            "keras-hub BertMaskedLM (MLM only)": keras_hub_mlm(config, data, args.steps),
+            "HF torch BertForPreTraining": hf_torch(config, data, args.steps)}
+    times = dict(zip(runs, paired_times(list(runs.values()), repeats=args.repeats)))
+    rows = []
+    for name, per_round in times.items():
+        ratios = {ref: median([r / o for o, r in zip(times["bert_tf"], times[ref])])
+                  for ref in ("keras-hub BertMaskedLM (MLM only)", "HF torch BertForPreTraining")}
+        rows.append({"implementation": name, "preset": args.preset, "batch": args.batch, "seq": args.seq,
+                     "steps_per_s": f"{args.steps / median(per_round):.2f}",
+                     "ours_vs_keras_hub": f"{ratios['keras-hub BertMaskedLM (MLM only)']:.2f}" if name == "bert_tf"
+                     else "", "ours_vs_hf_torch": f"{ratios['HF torch BertForPreTraining']:.2f}"
+                     if name == "bert_tf" else ""})
+    report("pretraining", rows, ["implementation", "preset", "batch", "seq", "steps_per_s", "ours_vs_keras_hub",
+                                 "ours_vs_hf_torch"])
+
+
+if __name__ == "__main__":
+    main()
