@@ -413,3 +413,96 @@ def test_multi_worker_mirrored_two_local_workers_train_together_and_resume(data,
     assert all("step 20/20" in err and "skipping 10 batches" in err for err in second)
     assert (tmp_path / "mw" / "ckpt-20.index").exists() and (tmp_path / "mw" / "bert_model").exists()
     assert {name for name in os.listdir(tmp_path / "mw") if "worker" in name} == set()  # none left by the worker
+
+
+def test_mixed_precision_and_lamb_train(data, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import optimization, training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    def dataset_fn(context):
+        return pretraining_dataset(str(data / "records" / "*"), SEQ, PREDS, 8, seed=1)
+
+    for dtype, optimizer in (("bf16", "adamw"), ("fp16", "lamb")):
+        options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=4,
+                                     num_warmup_steps=0, learning_rate=1e-3, dtype=dtype, optimizer=optimizer)
+        keras.utils.set_random_seed(0)
+        model = build_pretrainer(_config(data), options)
+        assert model.encoder.embeddings.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+        assert isinstance(model.optimizer, optimization.LossScaleOptimizer) == (dtype == "fp16")
+        logs = training.train(model, tf.distribute.get_strategy(), dataset_fn, str(tmp_path / dtype),
+                              num_train_steps=4, global_batch_size=8, steps_per_loop=4, save_checkpoints_steps=4)
+        assert logs["step"] == 4 and np.isfinite(logs["loss"])
+        assert all(w.dtype == "float32" and np.isfinite(w.numpy()).all() for w in model.trainable_weights)
+
+
+def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
+    """SIGTERM (what a preempted VM or a scheduler sends) while training: the loop in progress finishes, a
+    checkpoint is written, `Preempted` says so; the next run resumes from it."""
+    import re
+    import signal
+    import threading
+
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=40,
+                                 num_warmup_steps=0)
+
+    def dataset_fn(context):
+        return pretraining_dataset(str(data / "records" / "*"), SEQ, PREDS, 8, seed=1)
+
+    def train(model):
+        return training.train(model, tf.distribute.get_strategy(), dataset_fn, str(tmp_path), num_train_steps=40,
+                              global_batch_size=8, steps_per_loop=2, save_checkpoints_steps=100)
+
+    keras.utils.set_random_seed(0)
+    model = build_pretrainer(_config(data), options)
+
+    def preempt():  # once training is under way; the handler is installed by then
+        while int(model.optimizer.iterations) < 1:
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=preempt, daemon=True).start()
+    with pytest.raises(training.Preempted, match="SIGTERM at step") as stopped:
+        train(model)
+    at = int(re.search(r"SIGTERM at step (\d+)", str(stopped.value)).group(1))
+    assert 2 <= at < 40 and tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{at}")
+    assert signal.getsignal(signal.SIGTERM) == previous  # the previous handler is back
+    assert train(build_pretrainer(_config(data), options))["step"] == 40
+
+
+def test_phase_two_starts_from_phase_one_weights_at_another_length(data, tmp_path):
+    from data_gen.generate import Options, generate, output_paths
+
+    from bert_tf import training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, run_pretraining
+
+    config = _config(data)
+    common = dict(num_warmup_steps=0, learning_rate=1e-3, train_batch_size=8, save_checkpoints_steps=3,
+                  iterations_per_loop=3, num_train_steps=3)
+    run_pretraining(config, str(data / "records" / "*.tfrecord"), str(tmp_path / "phase1"),
+                    PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, **common))
+    generate(str(next(data.glob("corpus.txt"))), output_paths(str(tmp_path / "records64") + "/", 2),
+             str(data / "vocab.txt"), Options(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1),
+             progress=False)
+    phase2 = PretrainingOptions(max_seq_length=64, max_predictions_per_seq=10,
+                                init_checkpoint=str(tmp_path / "phase1"), **common)
+    results = run_pretraining(config, str(tmp_path / "records64" / "*.tfrecord"), str(tmp_path / "phase2"), phase2)
+    assert results["train"]["step"] == 3  # a fresh step count and optimizer, as the original's phase 2
+    # the weights phase 2 started from are phase 1's, whichever format they are read from
+    from_object = build_pretrainer(config, phase2)
+    training.restore_weights(from_object, str(tmp_path / "phase1"))
+    from_original = build_pretrainer(config, phase2)
+    training.restore_weights(from_original, str(tmp_path / "phase1" / "bert_model" / "bert_model.ckpt"))
+    for a, b in zip(from_object.trainable_weights, from_original.trainable_weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(Exception, match="no checkpoint in this directory"):
+        training.restore_weights(from_object, str(tmp_path / "records64"))
