@@ -54,7 +54,13 @@ class Preempted(RuntimeError):
 
 def restore_weights(model, path: str) -> str:
     """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
-    (google-research/bert names) or one written by `train`. Returns the checkpoint used."""
+    (google-research/bert names), an HF directory (config.json + model.safetensors), or one written by `train`.
+    A checkpoint of another model type (a pretraining checkpoint for a classifier) gives its encoder; heads that the
+    checkpoint lacks keep their fresh initialisation. Returns the checkpoint used."""
+    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
+        checkpoints.restore_hf(model, path, heads_required=False)
+        logging.info("initialised weights from %s", path)
+        return path
     resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
     if not resolved:
         raise checkpoints.CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
@@ -69,9 +75,14 @@ def restore_weights(model, path: str) -> str:
         status = tf.train.Checkpoint(model=model).read(resolved)
         try:
             status.assert_existing_objects_matched()
-        except AssertionError as e:
-            raise checkpoints.CheckpointError(f"--init_checkpoint={path}: does not fit this model "
-                                              f"({str(e).splitlines()[0][:200]})") from None
+        except AssertionError:  # another model type: take the encoder
+            encoder = getattr(model, "encoder", model)
+            status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(resolved)
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError as e:
+                raise checkpoints.CheckpointError(f"--init_checkpoint={path}: does not fit this model "
+                                                  f"({str(e).splitlines()[0][:200]})") from None
         status.expect_partial()
     logging.info("initialised weights from %s", resolved)
     return resolved
@@ -163,16 +174,18 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
     """The body of `train` after set-up: loops of `steps_per_loop` steps, logging, checkpoints, stops."""
     step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
 
-    @tf.function
+    @tf.function(autograph=False)  # an explicit loop: no dependence on AutoGraph's source transformation
     def run_steps(iterator, count):
-        loss = tf.constant(0.0)
-        for _ in tf.range(count):
+        def body(done, loss):
             logs = strategy.run(step_fn, args=(next(iterator),))
             loss = strategy.reduce(tf.distribute.ReduceOp.SUM, logs["loss"], axis=None)
-            if not tf.math.is_finite(loss):
-                break
-            step.assign_add(1)
-        return loss
+            step.assign_add(tf.cast(tf.math.is_finite(loss), tf.int64))  # a non-finite step was skipped
+            return done + 1, loss
+
+        def more(done, loss):
+            return tf.logical_and(done < count, tf.math.is_finite(loss))
+
+        return tf.while_loop(more, body, (tf.constant(0, tf.int64), tf.constant(0.0)))[1]
 
     writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else \
         tf.summary.create_noop_writer()

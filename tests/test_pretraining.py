@@ -506,3 +506,51 @@ def test_phase_two_starts_from_phase_one_weights_at_another_length(data, tmp_pat
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(Exception, match="no checkpoint in this directory"):
         training.restore_weights(from_object, str(tmp_path / "records64"))
+
+
+def test_input_is_sharded_by_file_or_by_record(data, caplog):
+    """4 files: 2 pipelines get 2 files each; 8 pipelines get every 8th record of the interleaved stream (with a
+    warning). Either way the pipelines' records are disjoint and together they are all the records."""
+    import tensorflow as tf
+
+    from bert_tf.pretraining import pretraining_dataset
+
+    files = str(data / "records" / "*.tfrecord")
+    everything = pretraining_dataset(files, SEQ, PREDS, 10_000, is_training=False)
+    total = sum(int(tf.shape(x["input_word_ids"])[0]) for x, _ in everything)
+
+    def rows(pipelines, index):
+        context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=index)
+        dataset = pretraining_dataset(files, SEQ, PREDS, 10_000, is_training=False, input_context=context)
+        return [tuple(r) for x, _ in dataset for r in x["input_word_ids"].numpy().tolist()]
+
+    for pipelines in (2, 8):
+        caplog.clear()
+        parts = [rows(pipelines, i) for i in range(pipelines)]
+        assert sum(map(len, parts)) == total
+        assert len(set().union(*map(set, parts))) == len(set(r for p in parts for r in p))
+        assert all(len(p) > 0 for p in parts)
+        assert ("sharding by record" in caplog.text) == (pipelines == 8)
+
+
+def test_jit_compiled_training_step_matches_the_plain_one(data, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    config = dataclasses.replace(_config(data), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=3,
+                                 num_warmup_steps=0, learning_rate=1e-3)
+    weights = []
+    for jit in (False, True):
+        keras.utils.set_random_seed(0)
+        model = build_pretrainer(config, options)
+        training.train(model, tf.distribute.get_strategy(),
+                       lambda c: pretraining_dataset(str(data / "records" / "*"), SEQ, PREDS, 8, seed=1),
+                       str(tmp_path / str(jit)), num_train_steps=3, global_batch_size=8, steps_per_loop=3,
+                       save_checkpoints_steps=3, jit_compile=jit)
+        weights.append([w.numpy() for w in model.trainable_weights])
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)  # XLA fuses and reorders float sums
