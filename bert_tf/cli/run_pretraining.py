@@ -15,7 +15,7 @@ import dataclasses
 
 from absl import app, flags
 
-from bert_tf.cli import USER_ERRORS, fail
+from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, strategy_from_flags
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
                     "'base', 'large', 'tiny').")
@@ -34,8 +34,6 @@ flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the logging "
-                     "interval).")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation batches.")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (paper) or LAMB (large batches).")
 flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm and biases).")
@@ -44,17 +42,7 @@ flags.DEFINE_enum("dtype", "fp32", ["fp32", "bf16", "fp16"], "Compute precision 
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
-flags.DEFINE_enum("strategy", None, ["default", "one_device", "mirrored", "multi_worker", "tpu"],
-                  "Distribution strategy (default: mirrored on several GPUs, else none).")
-flags.DEFINE_integer("num_gpus", None, "GPUs for --strategy=mirrored (default: all).")
-flags.DEFINE_string("tpu", None, "TPU name or address, or 'local' on a TPU VM; implies --strategy=tpu.")
-# The original's TPU flags, still accepted.
-flags.DEFINE_bool("use_tpu", False, "Original flag: train on the TPU named by --tpu_name.")
-flags.DEFINE_string("tpu_name", None, "Original flag: the TPU to use with --use_tpu.")
-flags.DEFINE_string("tpu_zone", None, "Original flag, accepted for compatibility (the name resolves the zone).")
-flags.DEFINE_string("gcp_project", None, "Original flag, accepted for compatibility.")
-flags.DEFINE_string("master", None, "Original flag, accepted for compatibility.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Original flag, accepted for compatibility (the TPU reports its cores).")
+define_distribution_flags()
 flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
 
 
@@ -64,17 +52,15 @@ def main(argv):
     import tensorflow as tf
 
     from bert_tf.config import BertConfig
-    from bert_tf.distribute import get_strategy
     from bert_tf.pretraining import DataError, PretrainingOptions, run_pretraining
     from bert_tf.training import Preempted, TrainingError
 
     if f.deterministic:
         tf.config.experimental.enable_op_determinism()
-    tpu = f.tpu or (f.tpu_name or "local" if f.use_tpu else None)
     names = {field.name for field in dataclasses.fields(PretrainingOptions)}
     options = PretrainingOptions(**{name: getattr(f, name) for name in names})
     try:
-        strategy = get_strategy(f.strategy, tpu=tpu, num_gpus=f.num_gpus)
+        strategy = strategy_from_flags(f)
         config = BertConfig.from_json_file(f.bert_config_file) if f.bert_config_file.endswith(".json") \
             else BertConfig.preset(f.bert_config_file)
         results = run_pretraining(config, f.input_file, f.output_dir, options, strategy)

@@ -1,0 +1,253 @@
+"""Fine-tuning a pretrained BERT on a registered sentence (pair) task: the paper's section 4.1 recipe.
+
+`run_classifier` reads the task's examples (its files, or TFDS), tokenizes them in-graph, trains a
+`BertClassifier` (a regression head for STS-B) from `init_checkpoint` with the paper's optimizer for each learning
+rate of a small grid and each restart, keeps the best on dev by the task's main metric, and writes what the
+original run_classifier.py writes (`eval_results.txt`, `test_results.tsv`) plus the GLUE submission files and a
+self-contained model directory (`model.keras`, `task.json`, `vocab.txt`, `bert_config.json`) that export reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.tasks import DataError, Task
+
+TASK_FILE = "task.json"
+MODEL_FILE = "model.keras"
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions:
+    """What `run_classifier` does; defaults are the original run_classifier.py's and the paper's.
+
+    `learning_rates` with several values, or `num_restarts` > 1, trains one model per (rate, restart) and keeps the
+    best on dev (the paper's grid over 5e-5, 4e-5, 3e-5, 2e-5 and its restarts for small datasets).
+    """
+
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    max_seq_length: int = 128
+    do_lower_case: bool = True
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rates: tuple[float, ...] = (5e-5,)
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    num_restarts: int = 1
+    dropout_rate: float = 0.1
+    random_seed: int = 12345
+    init_checkpoint: str | None = None
+
+    def check(self):
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("at least one of --do_train, --do_eval and --do_predict must be set")
+        if len(self.learning_rates) * self.num_restarts > 1 and not self.do_eval:
+            raise ValueError("choosing among several --learning_rate values or --num_restarts needs --do_eval "
+                             "(the dev set decides)")
+        if self.do_train and not self.init_checkpoint:
+            logging.warning("no --init_checkpoint: fine-tuning starts from random weights")
+
+
+# ------------------------------------------------------------------------------------------------ features
+def encode(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, batch: int = 512) -> dict:
+    """Examples -> the three model inputs as int32 arrays [n, max_seq_length], tokenized in-graph exactly as the
+    original FullTokenizer and packed `[CLS] A [SEP] (B [SEP])` with longest-first truncation."""
+    from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
+
+    layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
+    cls, sep = layer.vocab.index("[CLS]"), layer.vocab.index("[SEP]")
+    pairs = examples[0].text_b is not None
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    def pack(a, b):
+        segments = [layer(a), layer(b)] if pairs else [layer(a)]
+        return pack_inputs_graph(segments, max_seq_length, cls, sep)
+
+    parts = []
+    for start in range(0, len(examples), batch):
+        chunk = examples[start:start + batch]
+        parts.append(pack(tf.constant([e.text_a for e in chunk]), tf.constant([e.text_b or "" for e in chunk])))
+    return {key: np.concatenate([p[key].numpy() for p in parts]) for key in parts[0]}
+
+
+def label_array(task: Task, examples, where: str) -> np.ndarray:
+    missing = sum(e.label is None for e in examples)
+    if missing:
+        raise DataError(f"{where}: {missing} example(s) have no label")
+    if task.kind == "regression":
+        return np.array([e.label for e in examples], np.float32)
+    return np.array([task.labels.index(e.label) for e in examples], np.int32)
+
+
+# --------------------------------------------------------------------------------------------------- model
+def build_model(task: Task, config, options: FinetuneOptions):
+    """A compiled-ready `BertClassifier` with the task's number of outputs, initialised from the checkpoint."""
+    from bert_tf.models import BertClassifier, BertEncoder
+    from bert_tf.training import restore_weights
+
+    model = BertClassifier(BertEncoder(config), task.num_outputs, dropout_rate=options.dropout_rate)
+    if options.init_checkpoint:
+        restore_weights(model, options.init_checkpoint)
+    return model
+
+
+def _loss(task):
+    import keras
+
+    if task.kind == "regression":
+        return keras.losses.MeanSquaredError()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _predict(model, features, batch_size):
+    return model.predict(features, batch_size=batch_size, verbose=0)["logits"]
+
+
+def decisions(task: Task, logits: np.ndarray) -> np.ndarray:
+    """Class indexes (argmax) or, for regression, the predicted scores."""
+    return logits[:, 0] if task.kind == "regression" else logits.argmax(-1)
+
+
+def _eval_loss(task, logits, labels) -> float:
+    if task.kind == "regression":
+        return float(np.mean((logits[:, 0] - labels) ** 2))
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return float(-log_probs[np.arange(len(labels)), labels].mean())
+
+
+def train_one(task, config, options, learning_rate, seed, train_features, train_labels, strategy):
+    """One fine-tuning run: fresh head, weights from the checkpoint, the paper's optimizer; returns the model."""
+    import keras
+
+    from bert_tf.optimization import create_optimizer
+
+    steps = steps_for(len(train_labels), options.train_batch_size, options.num_train_epochs)
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        model = build_model(task, config, options)
+        model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion)),
+                      loss={"logits": _loss(task)})
+    dataset = tf.data.Dataset.from_tensor_slices((train_features, {"logits": train_labels}))
+    dataset = dataset.shuffle(len(train_labels), seed=seed).repeat().batch(options.train_batch_size)
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------- whole run
+def read_split(task: Task, split: str, data_dir: str | None, tfds_name: str | None):
+    if tfds_name:
+        return task.tfds_examples(tfds_name, split, data_dir)
+    if not data_dir:
+        raise DataError("give --data_dir (the task's files) or --tfds_name")
+    return task.examples(data_dir, split)
+
+
+def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options: FinetuneOptions,
+                   data_dir: str | None = None, tfds_name: str | None = None, strategy=None) -> dict:
+    """Fine-tunes, evaluates and predicts as the original run_classifier.py; returns the figures."""
+    import keras
+
+    options.check()
+    strategy = strategy or tf.distribute.get_strategy()
+    dev_splits = [s for s in task.splits if s.startswith("dev")]
+    test_splits = [s for s in task.splits if s.startswith("test")]
+    # read and check every split needed before any training
+    train = read_split(task, "train", data_dir, tfds_name) if options.do_train else None
+    devs = {s: read_split(task, s, data_dir, tfds_name) for s in dev_splits} if options.do_eval else {}
+    tests = {s: read_split(task, s, data_dir, tfds_name) for s in test_splits} if options.do_predict else {}
+    encode_ = lambda examples: encode(examples, vocab_file, options.do_lower_case, options.max_seq_length)  # noqa
+    dev_data = {s: (encode_(ex), label_array(task, ex, f"{task.name} {s}")) for s, ex in devs.items()}
+    os.makedirs(output_dir, exist_ok=True)
+    results: dict = {}
+
+    def evaluate(model, split="dev"):
+        features, labels = dev_data[split]
+        logits = _predict(model, features, options.eval_batch_size)
+        scores = task.metrics(decisions(task, logits), labels)
+        return dict(scores, loss=_eval_loss(task, logits, labels))
+
+    if options.do_train:
+        train_features, train_labels = encode_(train), label_array(task, train, f"{task.name} train")
+        best = None
+        grid = []
+        for learning_rate in options.learning_rates:
+            for restart in range(options.num_restarts):
+                seed = options.random_seed + restart
+                model = train_one(task, config, options, learning_rate, seed, train_features, train_labels,
+                                  strategy)
+                scores = evaluate(model) if options.do_eval else {}
+                grid.append({"learning_rate": learning_rate, "seed": seed, **scores})
+                logging.info("learning rate %g, seed %d: %s", learning_rate, seed, scores)
+                if best is None or scores.get(task.main_metric, 0) > best[1].get(task.main_metric, 0):
+                    best = (model, scores, learning_rate, seed)
+        model, _, learning_rate, seed = best
+        results["grid"] = grid
+        _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed)
+    else:
+        model = load_finetuned(output_dir) if os.path.exists(os.path.join(output_dir, MODEL_FILE)) else \
+            build_model(task, config, options)
+
+    if options.do_eval:
+        for split in dev_splits:
+            scores = evaluate(model, split)
+            prefix = "eval" if split == "dev" else f"eval_{split.split('_', 1)[1]}"
+            results[split] = scores
+            name = "eval_results.txt" if split == "dev" else f"eval_results_{split.split('_', 1)[1]}.txt"
+            _write_lines(os.path.join(output_dir, name),
+                         [f"{prefix}_{k} = {v}" for k, v in sorted(scores.items())] +
+                         [f"global_step = {int(model.optimizer.iterations) if model.optimizer else 0}"])
+    if options.do_predict:
+        for split, examples in tests.items():
+            logits = _predict(model, encode_(examples), options.predict_batch_size)
+            values = logits[:, :1] if task.kind == "regression" else keras.ops.softmax(logits).numpy()
+            suffix = "" if split == "test" else f"_{split.split('_', 1)[1]}"
+            _write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
+                         ["\t".join(f"{v:.6f}" for v in row) for row in values])
+            results[split] = task.write_submission(os.path.join(output_dir, "glue_submission"), split,
+                                                   [e.guid for e in examples], decisions(task, logits))
+    return results
+
+
+def _write_lines(path, lines):
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.replace(path + ".tmp", path)
+
+
+def _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed):
+    """The fine-tuned model as a directory export and serving read: model, task, labels, vocab, config."""
+    tmp = os.path.join(output_dir, MODEL_FILE + ".tmp.keras")
+    model.save(tmp)
+    os.replace(tmp, os.path.join(output_dir, MODEL_FILE))
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    info = {"task": task.name, "kind": task.kind, "labels": list(task.labels), "max_seq_length":
+            options.max_seq_length, "do_lower_case": options.do_lower_case, "learning_rate": learning_rate,
+            "seed": seed, "num_train_epochs": options.num_train_epochs}
+    _write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
+
+
+def load_finetuned(directory: str):
+    """The model saved by `run_classifier` in `directory`."""
+    import keras
+
+    import bert_tf.models  # noqa: F401  (registers the classes)
+
+    return keras.saving.load_model(os.path.join(directory, MODEL_FILE))
+
+
+def steps_for(num_examples: int, batch_size: int, epochs: float) -> int:
+    """Optimizer steps for `epochs` passes over the data (the original's int(n / batch * epochs), at least 1)."""
+    return max(1, math.floor(num_examples / batch_size * epochs))

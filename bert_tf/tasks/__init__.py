@@ -1,0 +1,34 @@
+"""The one task registry shared by training, evaluation, prediction and export: `get_task("mrpc")`."""
+
+from __future__ import annotations
+
+from bert_tf.tasks.base import DataError, Example, Task
+
+_REGISTRY: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    _REGISTRY[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    """The task called `name` (case and '-'/'_' insensitive: "SST-2", "sst2" and "sst_2" are one task)."""
+    key = _key(name)
+    for task_name, task in _REGISTRY.items():
+        if _key(task_name) == key:
+            return task
+    raise DataError(f"--task_name={name}: unknown task; choose one of {', '.join(sorted(_REGISTRY))}")
+
+
+def task_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+from bert_tf.tasks import glue  # noqa: E402,F401  (registers the GLUE tasks)
+
+__all__ = ["DataError", "Example", "Task", "get_task", "register", "task_names"]

@@ -1,0 +1,181 @@
+"""Fine-tuning: the official GLUE metrics on hand-computed cases, the GLUE file readers and their errors, and
+run_classifier end to end on small tasks in the original file formats (from real BERT weights and from scratch)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.tasks import DataError, get_task, metrics, task_names
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ------------------------------------------------------------------------------------------------- metrics
+def test_metrics_on_hand_computed_cases():
+    predictions = [1, 1, 1, 1, 0, 0, 0]
+    labels = [1, 1, 1, 0, 1, 0, 0]  # tp 3, fp 1, fn 1, tn 2
+    assert metrics.accuracy(predictions, labels) == pytest.approx(5 / 7)
+    assert metrics.f1(predictions, labels) == pytest.approx(2 * 3 / (4 + 4))
+    assert metrics.matthews_corrcoef(predictions, labels) == pytest.approx((3 * 2 - 1 * 1) / np.sqrt(4 * 4 * 3 * 3))
+    assert metrics.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0  # a constant prediction
+    # Pearson of [1, 2, 3, 4] and [2, 4, 5, 9]: deviations [-1.5 -.5 .5 1.5], [-3 -1 0 4]; 11 / sqrt(5 * 26)
+    assert metrics.pearson([1, 2, 3, 4], [2, 4, 5, 9]) == pytest.approx(11 / np.sqrt(5 * 26))
+    # Spearman with a tie: ranks [1, 2.5, 2.5, 4] and [1, 3, 2, 4] -> 4.5 / sqrt(4.5 * 5)
+    assert metrics.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
+
+
+# ------------------------------------------------------------------------------------------------- readers
+def _write(path, rows):
+    path.write_text("".join("\t".join(map(str, row)) + "\n" for row in rows), encoding="utf-8")
+
+
+def test_every_glue_format_reads(tmp_path):
+    assert set(task_names()) >= {"cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli"}
+    _write(tmp_path / "train.tsv", [["gj04", 1, "", "The sailors rode the breeze clear of the rocks."]])  # CoLA
+    (example,) = get_task("CoLA").examples(str(tmp_path), "train")
+    assert (example.text_a, example.text_b, example.label) == ("The sailors rode the breeze clear of the rocks.",
+                                                               None, "1")
+    mnli = tmp_path / "mnli"
+    mnli.mkdir()
+    header = ["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p", "sentence1", "sentence2",
+              "label1", "gold_label"]
+    _write(mnli / "dev_mismatched.tsv", [header, [0, 1, 2, "g", "", "", "", "", "A man eats.", "Someone eats.",
+                                                   "entailment", "entailment"]])
+    (example,) = get_task("mnli").examples(str(mnli), "dev_mismatched")
+    assert (example.text_a, example.text_b, example.label) == ("A man eats.", "Someone eats.", "entailment")
+    _write(tmp_path / "test.tsv", [["index", "#1 ID", "#2 ID", "#1 String", "#2 String"], [7, 1, 2, "a", "b"]])
+    (example,) = get_task("MRPC").examples(str(tmp_path), "test")
+    assert (example.guid, example.text_a, example.text_b, example.label) == ("7", "a", "b", None)
+    stsb = tmp_path / "stsb"
+    stsb.mkdir()
+    _write(stsb / "dev.tsv", [["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
+                               "sentence2", "score"], [0, "g", "f", 2012, 1, "s", "s", "A plane.", "An airplane.",
+                                                       "5.000"]])
+    (example,) = get_task("STS-B").examples(str(stsb), "dev")
+    assert example.label == 5.0 and get_task("sts-b").num_outputs == 1
+
+
+def test_bad_rows_are_counted_or_named(tmp_path, caplog):
+    qqp = get_task("qqp")
+    _write(tmp_path / "train.tsv", [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                                    [0, 1, 2, "How?", "Why?", 0], [1, 3, 4, "truncated row"], [2, 5, 6, "A", "B", 1]])
+    examples = qqp.examples(str(tmp_path), "train")
+    assert [e.label for e in examples] == ["0", "1"]
+    assert "skipped 1 malformed line(s)" in caplog.text
+    _write(tmp_path / "dev.tsv", [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                                  [0, 1, 2, "How?", "Why?", "maybe"]])
+    with pytest.raises(DataError, match=r"dev.tsv:2: label 'maybe' is not one of qqp's labels \['0', '1'\]"):
+        qqp.examples(str(tmp_path), "dev")
+    _write(tmp_path / "test.tsv", [["id", "question1", "question2"]])
+    with pytest.raises(DataError, match="test.tsv: no usable examples"):
+        qqp.examples(str(tmp_path), "test")
+    with pytest.raises(DataError, match="rte.*not found|not found.*rte"):
+        get_task("rte").examples(str(tmp_path / "nowhere"), "train")
+    with pytest.raises(DataError, match="unknown task"):
+        get_task("squadd")
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+def _pair_task(directory, n_train, n_dev, n_test, seed=0):
+    """MRPC-format files of a sentence-pair task from real docstring sentences: B is A with its words shuffled and
+    two dropped (label 1) or another sentence (label 0). Deciding needs both segments."""
+    from bench.common import docstring_lines
+
+    lines = [line for line in docstring_lines() if len(line.split()) >= 6]
+    rng = random.Random(seed)
+    rng.shuffle(lines)
+
+    def rows(offset, n, test=False):
+        out = [["index" if test else "Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]]
+        for k in range(n):
+            a = lines[offset + k]
+            if rng.random() < 0.5:
+                words = a.split()
+                rng.shuffle(words)
+                b, y = " ".join(words[:-2]), 1
+            else:
+                b, y = lines[rng.randrange(len(lines))], 0
+            out.append([k if test else y, k, k + 1, a, b])
+        return out
+
+    directory.mkdir(parents=True, exist_ok=True)
+    _write(directory / "train.tsv", rows(0, n_train))
+    _write(directory / "dev.tsv", rows(n_train, n_dev))
+    _write(directory / "test.tsv", rows(n_train + n_dev, n_test, test=True))
+    return directory
+
+
+def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, tmp_path):
+    """The CLI fine-tunes all-MiniLM-L6-v2 (real BERT weights, HF directory) on 160 pairs and writes the original's
+    outputs; the same run from random weights of the same architecture stays far behind."""
+    data = _pair_task(tmp_path / "MRPC", 160, 120, 20)
+    common = ["--task_name=MRPC", f"--data_dir={data}", f"--vocab_file={minilm_dir}/vocab.txt",
+              f"--bert_config_file={minilm_dir}/config.json", "--max_seq_length=32", "--train_batch_size=16",
+              "--learning_rate=1e-4", "--num_train_epochs=3", "--do_train", "--do_eval"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    pretrained = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_classifier", *common, "--do_predict",
+                                 f"--init_checkpoint={minilm_dir}", f"--output_dir={tmp_path / 'pre'}"],
+                                capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert pretrained.returncode == 0, pretrained.stderr[-3000:]
+    scratch = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_classifier", *common,
+                              f"--output_dir={tmp_path / 'scratch'}"], capture_output=True, text=True, env=env,
+                             cwd=ROOT, timeout=600)
+    assert scratch.returncode == 0, scratch.stderr[-3000:]
+
+    def results(name):
+        lines = (tmp_path / name / "eval_results.txt").read_text().splitlines()
+        return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+    pre, rand = results("pre"), results("scratch")
+    labels = [int(line.split("\t")[0]) for line in (data / "dev.tsv").read_text().splitlines()[1:]]
+    majority = max(np.mean(labels), 1 - np.mean(labels))
+    print(f"dev accuracy: pretrained {pre['eval_accuracy']:.3f}, random init {rand['eval_accuracy']:.3f}, "
+          f"majority {majority:.3f}")
+    assert pre["eval_accuracy"] > majority + 0.25, (pre, majority)
+    assert pre["eval_accuracy"] > rand["eval_accuracy"] + 0.1, (pre, rand)
+    assert set(pre) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step"} and pre["global_step"] == 30
+    probabilities = np.loadtxt(tmp_path / "pre" / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (20, 2) and np.allclose(probabilities.sum(1), 1, atol=1e-5)
+    submission = (tmp_path / "pre" / "glue_submission" / "MRPC.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 21
+    assert [line.split("\t")[1] for line in submission[1:]] == [str(p) for p in probabilities.argmax(1)]
+    info = json.loads((tmp_path / "pre" / "task.json").read_text())
+    assert info["task"] == "mrpc" and info["labels"] == ["0", "1"] and info["max_seq_length"] == 32
+    assert {"model.keras", "vocab.txt", "bert_config.json"} <= set(os.listdir(tmp_path / "pre"))
+
+
+def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
+    """STS-B from TFDS (offline mock data) with a regression head; a grid of two learning rates x two restarts
+    keeps the best on dev; evaluation alone reloads the saved model and reproduces the best run's dev figures."""
+    import tensorflow_datasets as tfds
+
+    from bert_tf import BertConfig
+    from bert_tf.finetuning import FinetuneOptions, run_classifier
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=16, train_batch_size=8,
+                              learning_rates=(1e-3, 1e-4), num_restarts=2, num_train_epochs=1)
+    with tfds.testing.mock_data(num_examples=24):
+        results = run_classifier(get_task("sts-b"), config, os.path.join(minilm_dir, "vocab.txt"),
+                                 str(tmp_path / "stsb"), options, tfds_name="glue/stsb")
+        grid = results["grid"]
+        assert [(g["learning_rate"], g["seed"]) for g in grid] == [(1e-3, 12345), (1e-3, 12346), (1e-4, 12345),
+                                                                   (1e-4, 12346)]
+        best = max(grid, key=lambda g: g["spearman"])
+        assert results["dev"]["spearman"] == pytest.approx(best["spearman"], abs=1e-6)
+        info = json.loads((tmp_path / "stsb" / "task.json").read_text())
+        assert (info["learning_rate"], info["seed"], info["kind"]) == (best["learning_rate"], best["seed"],
+                                                                       "regression")
+        again = run_classifier(get_task("sts-b"), config, os.path.join(minilm_dir, "vocab.txt"),
+                               str(tmp_path / "stsb"), FinetuneOptions(do_eval=True, max_seq_length=16),
+                               tfds_name="glue/stsb")
+        assert again["dev"]["pearson"] == pytest.approx(results["dev"]["pearson"], abs=1e-5)
+    with pytest.raises(ValueError, match="needs --do_eval"):
+        run_classifier(get_task("sts-b"), config, "", str(tmp_path), FinetuneOptions(
+            do_train=True, learning_rates=(1e-3, 1e-4)))
