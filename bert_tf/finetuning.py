@@ -92,22 +92,10 @@ def label_array(task: Task, examples, where: str) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------- model
 def build_model(task: Task, config, options: FinetuneOptions):
-    """A compiled-ready `BertClassifier` with the task's number of outputs, initialised from the checkpoint."""
+    """A fresh `BertClassifier` with the task's number of outputs (one score for regression)."""
     from bert_tf.models import BertClassifier, BertEncoder
-    from bert_tf.training import restore_weights
 
-    model = BertClassifier(BertEncoder(config), task.num_outputs, dropout_rate=options.dropout_rate)
-    if options.init_checkpoint:
-        restore_weights(model, options.init_checkpoint)
-    return model
-
-
-def _loss(task):
-    import keras
-
-    if task.kind == "regression":
-        return keras.losses.MeanSquaredError()
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return BertClassifier(BertEncoder(config), task.num_outputs, dropout_rate=options.dropout_rate)
 
 
 def _predict(model, features, batch_size):
@@ -127,22 +115,45 @@ def _eval_loss(task, logits, labels) -> float:
     return float(-log_probs[np.arange(len(labels)), labels].mean())
 
 
-def train_one(task, config, options, learning_rate, seed, train_features, train_labels, strategy):
-    """One fine-tuning run: fresh head, weights from the checkpoint, the paper's optimizer; returns the model."""
+def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None):
+    """One fine-tuning run: `build()` a fresh model under the strategy, load `options.init_checkpoint` into it,
+    train it with the paper's optimizer (warmup over `warmup_proportion` of the steps); returns the model."""
     import keras
 
     from bert_tf.optimization import create_optimizer
+    from bert_tf.training import restore_weights
 
-    steps = steps_for(len(train_labels), options.train_batch_size, options.num_train_epochs)
+    count = len(next(iter(labels.values())))
+    steps = steps_for(count, options.train_batch_size, options.num_train_epochs)
     keras.utils.set_random_seed(seed)
     with strategy.scope():
-        model = build_model(task, config, options)
+        model = build()
+        if options.init_checkpoint:
+            restore_weights(model, options.init_checkpoint)
+        losses = {name: keras.losses.MeanSquaredError() if array.dtype.kind == "f" else
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True) for name, array in labels.items()}
         model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion)),
-                      loss={"logits": _loss(task)})
-    dataset = tf.data.Dataset.from_tensor_slices((train_features, {"logits": train_labels}))
-    dataset = dataset.shuffle(len(train_labels), seed=seed).repeat().batch(options.train_batch_size)
+                      loss=losses, loss_weights=loss_weights)
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels))
+    dataset = dataset.shuffle(count, seed=seed).repeat().batch(options.train_batch_size)
     model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0)
     return model
+
+
+def grid_search(options, train, score, main_metric):
+    """Trains one model per (learning rate, restart) with `train(learning_rate, seed)`, scores each with
+    `score(model)` (a dict, empty without dev data) and returns (best model, the grid's rows, its rate, its seed)."""
+    best, grid = None, []
+    for learning_rate in options.learning_rates:
+        for restart in range(options.num_restarts):
+            seed = options.random_seed + restart
+            model = train(learning_rate, seed)
+            scores = score(model)
+            grid.append({"learning_rate": learning_rate, "seed": seed, **scores})
+            logging.info("learning rate %g, seed %d: %s", learning_rate, seed, scores)
+            if best is None or scores.get(main_metric, 0) > best[1].get(main_metric, 0):
+                best = (model, scores, learning_rate, seed)
+    return best[0], grid, best[2], best[3]
 
 
 # ---------------------------------------------------------------------------------------------- whole run
@@ -180,24 +191,13 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
 
     if options.do_train:
         train_features, train_labels = encode_(train), label_array(task, train, f"{task.name} train")
-        best = None
-        grid = []
-        for learning_rate in options.learning_rates:
-            for restart in range(options.num_restarts):
-                seed = options.random_seed + restart
-                model = train_one(task, config, options, learning_rate, seed, train_features, train_labels,
-                                  strategy)
-                scores = evaluate(model) if options.do_eval else {}
-                grid.append({"learning_rate": learning_rate, "seed": seed, **scores})
-                logging.info("learning rate %g, seed %d: %s", learning_rate, seed, scores)
-                if best is None or scores.get(task.main_metric, 0) > best[1].get(task.main_metric, 0):
-                    best = (model, scores, learning_rate, seed)
-        model, _, learning_rate, seed = best
-        results["grid"] = grid
+        model, results["grid"], learning_rate, seed = grid_search(
+            options, lambda rate, seed: fit(lambda: build_model(task, config, options), train_features,
+                                            {"logits": train_labels}, options, rate, seed, strategy),
+            lambda m: evaluate(m) if options.do_eval else {}, task.main_metric)
         _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed)
     else:
-        model = load_finetuned(output_dir) if os.path.exists(os.path.join(output_dir, MODEL_FILE)) else \
-            build_model(task, config, options)
+        model = _existing_model(output_dir, lambda: build_model(task, config, options), options)
 
     if options.do_eval:
         for split in dev_splits:
@@ -226,7 +226,7 @@ def _write_lines(path, lines):
     os.replace(path + ".tmp", path)
 
 
-def _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed):
+def _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed, extra=None):
     """The fine-tuned model as a directory export and serving read: model, task, labels, vocab, config."""
     tmp = os.path.join(output_dir, MODEL_FILE + ".tmp.keras")
     model.save(tmp)
@@ -235,7 +235,7 @@ def _save(model, task, config, vocab_file, output_dir, options, learning_rate, s
     shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
     info = {"task": task.name, "kind": task.kind, "labels": list(task.labels), "max_seq_length":
             options.max_seq_length, "do_lower_case": options.do_lower_case, "learning_rate": learning_rate,
-            "seed": seed, "num_train_epochs": options.num_train_epochs}
+            "seed": seed, "num_train_epochs": options.num_train_epochs, **(extra or {})}
     _write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
 
 
@@ -251,3 +251,143 @@ def load_finetuned(directory: str):
 def steps_for(num_examples: int, batch_size: int, epochs: float) -> int:
     """Optimizer steps for `epochs` passes over the data (the original's int(n / batch * epochs), at least 1)."""
     return max(1, math.floor(num_examples / batch_size * epochs))
+
+
+# ------------------------------------------------------------------------------------------------- SQuAD
+@dataclasses.dataclass(frozen=True)
+class SquadOptions(FinetuneOptions):
+    """`run_squad`'s settings: the original run_squad.py's defaults. `null_score_diff_threshold` None means: search
+    τ on the predict file when it has answers (SQuAD 2.0), save it with the model, and use it."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float | None = None
+    train_batch_size: int = 32
+    learning_rates: tuple[float, ...] = (5e-5,)
+    num_train_epochs: float = 3.0
+
+    def check(self):
+        if not (self.do_train or self.do_predict):
+            raise ValueError("at least one of --do_train and --do_predict must be set")
+        if len(self.learning_rates) * self.num_restarts > 1 and not self.do_predict:
+            raise ValueError("choosing among several --learning_rate values or --num_restarts needs --do_predict "
+                             "on a --predict_file with answers")
+
+
+def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, train_file: str | None = None,
+              predict_file: str | None = None, strategy=None) -> dict:
+    """Fine-tunes on SQuAD and/or predicts, as the original run_squad.py: writes `predictions.json`,
+    `nbest_predictions.json`, `null_odds.json` (2.0), and with answers in the predict file the official figures in
+    `eval_results.txt`. Returns the figures."""
+    from bert_tf.models import BertEncoder, BertSpanQA
+    from bert_tf.tasks import squad, squad_eval
+    from bert_tf.tokenization import FullTokenizer
+
+    options.check()
+    strategy = strategy or tf.distribute.get_strategy()
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    version_2 = options.version_2_with_negative
+    convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
+                   max_query_length=options.max_query_length)
+    if options.do_train and not train_file:
+        raise DataError("--do_train needs --train_file")
+    if options.do_predict and not predict_file:
+        raise DataError("--do_predict needs --predict_file")
+    train_examples = squad.read_examples(train_file, True, version_2)[0] if options.do_train else None
+    if options.do_predict:
+        predict_examples, predict_data = squad.read_examples(predict_file, False, version_2)
+        predict_features = squad.convert_examples(predict_examples, tokenizer, **convert)
+        has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
+    os.makedirs(output_dir, exist_ok=True)
+    results: dict = {}
+
+    def predict(model, threshold):
+        outputs = model.predict(squad.feature_arrays(predict_features), batch_size=options.predict_batch_size,
+                                verbose=0)
+        return squad.postprocess(predict_examples, predict_features, outputs["start_logits"],
+                                 outputs["end_logits"], tokenizer, n_best_size=options.n_best_size,
+                                 max_answer_length=options.max_answer_length, version_2=version_2,
+                                 null_threshold=threshold, do_lower_case=options.do_lower_case)
+
+    def figures(model):
+        threshold = options.null_score_diff_threshold
+        predictions, best_non_null, nbest, null_odds = predict(model, 0.0 if threshold is None else threshold)
+        scores = {}
+        if has_answers:
+            if version_2 and threshold is None:  # the τ search on this data
+                scores["best_f1"], threshold = squad_eval.best_threshold(predict_data, best_non_null, null_odds)
+                scores["best_f1_thresh"] = threshold
+                predictions = {q: "" if null_odds[q] > threshold else best_non_null[q] for q in best_non_null}
+            scores.update(squad_eval.evaluate(predict_data, predictions))
+        return scores, (predictions, nbest, null_odds), threshold
+
+    if options.do_train:
+        features = squad.convert_examples(train_examples, tokenizer, is_training=True, **convert)
+        inputs = squad.feature_arrays(features)
+        labels = {"start_logits": np.array([f.start_position for f in features], np.int32),
+                  "end_logits": np.array([f.end_position for f in features], np.int32)}
+        model, results["grid"], learning_rate, seed = grid_search(
+            options, lambda rate, seed: fit(lambda: BertSpanQA(BertEncoder(config)), inputs, labels, options, rate,
+                                            seed, strategy, {"start_logits": 0.5, "end_logits": 0.5}),
+            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1")
+    else:
+        model = _existing_model(output_dir, lambda: BertSpanQA(BertEncoder(config)), options)
+        learning_rate = seed = None
+
+    threshold = options.null_score_diff_threshold
+    if options.do_predict:
+        if threshold is None and not has_answers and not options.do_train:
+            threshold = _saved_threshold(output_dir)
+            options = dataclasses.replace(options, null_score_diff_threshold=threshold)
+        scores, (predictions, nbest, null_odds), threshold = figures(model)
+        _write_json(os.path.join(output_dir, "predictions.json"), predictions)
+        _write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
+        if version_2:
+            _write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
+        if scores:
+            _write_lines(os.path.join(output_dir, "eval_results.txt"), [f"{k} = {v}" for k, v in
+                                                                        sorted(scores.items())])
+        results["predict"] = scores
+    if options.do_train:
+        _save(model, squad_task(version_2), config, vocab_file, output_dir, options, learning_rate, seed,
+              extra={"doc_stride": options.doc_stride, "max_query_length": options.max_query_length,
+                     "max_answer_length": options.max_answer_length, "version_2_with_negative": version_2,
+                     "null_score_diff_threshold": threshold if version_2 else None})
+    return results
+
+
+def _existing_model(output_dir, build, options):
+    """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
+    `options.init_checkpoint`."""
+    from bert_tf.training import restore_weights
+
+    if os.path.exists(os.path.join(output_dir, MODEL_FILE)):
+        return load_finetuned(output_dir)
+    model = build()
+    if options.init_checkpoint:
+        restore_weights(model, options.init_checkpoint)
+    return model
+
+
+def squad_task(version_2: bool):
+    from bert_tf.tasks import get_task
+
+    return get_task("squad2" if version_2 else "squad")
+
+
+def _saved_threshold(directory):
+    path = os.path.join(directory, TASK_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f).get("null_score_diff_threshold")
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _write_json(path, data):
+    _write_lines(path, [json.dumps(data, indent=2, ensure_ascii=False)])

@@ -31,4 +31,7 @@ def _key(name: str) -> str:
 
 from bert_tf.tasks import glue  # noqa: E402,F401  (registers the GLUE tasks)
 
+register(Task("squad", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
+register(Task("squad2", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
+
 __all__ = ["DataError", "Example", "Task", "get_task", "register", "task_names"]

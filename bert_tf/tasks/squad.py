@@ -1,0 +1,288 @@
+"""SQuAD v1.1 and v2.0 (paper sections 4.2 and 4.3): examples from the official JSON, windowed features, and the
+post-processing from start/end logits back to answer text in the original context.
+
+Features follow the original run_squad.py: the question (at most `max_query_length` word pieces) then a window of
+the context, windows `doc_stride` tokens apart; each context token remembers its original word, and whether this
+window is the one where the token has the most context on both sides ("max context"), which decides which window
+may predict an answer starting there. A span (i, j) scores S·T_i + E·T_j with i <= j; for v2.0 the null answer
+scores S·C + E·C at [CLS], and "no answer" wins when null - best non-null exceeds the threshold τ.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+
+import numpy as np
+from absl import logging
+
+from bert_tf.tasks.base import DataError
+from bert_tf.tokenization import basic_tokenize
+
+
+@dataclasses.dataclass
+class SquadExample:
+    qas_id: str
+    question: str
+    doc_tokens: list[str]  # the context split on whitespace, as the original
+    answer_text: str = ""
+    start_word: int = -1
+    end_word: int = -1
+    is_impossible: bool = False
+
+
+def _is_space(ch: str) -> bool:
+    return ch in " \t\r\n" or ord(ch) == 0x202F
+
+
+def read_examples(path: str, is_training: bool, version_2: bool) -> tuple[list[SquadExample], list]:
+    """(examples, the file's `data` list). Training answers whose text is not found at their offset are skipped
+    with a count in the log; a file that is not SQuAD JSON is one clear error."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except FileNotFoundError:
+        raise DataError(f"{path}: not found") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e})") from None
+    examples, misaligned = [], 0
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            doc_tokens, char_to_word, previous_space = [], [], True
+            for ch in context:
+                if _is_space(ch):
+                    previous_space = True
+                else:
+                    if previous_space:
+                        doc_tokens.append(ch)
+                    else:
+                        doc_tokens[-1] += ch
+                    previous_space = False
+                char_to_word.append(len(doc_tokens) - 1)
+            for qa in paragraph["qas"]:
+                example = SquadExample(qa["id"], qa["question"], doc_tokens)
+                if is_training:
+                    example.is_impossible = bool(version_2 and qa.get("is_impossible", False))
+                    if not example.is_impossible:
+                        if len(qa.get("answers", [])) < 1:
+                            raise DataError(f"{path}: question {qa['id']} has no answer; for SQuAD 2.0 data pass "
+                                            "--version_2_with_negative")
+                        answer = qa["answers"][0]
+                        start, text = answer["answer_start"], answer["text"]
+                        if start < 0 or start + len(text) > len(context) or not text:
+                            misaligned += 1
+                            continue
+                        example.start_word = char_to_word[start]
+                        example.end_word = char_to_word[start + len(text) - 1]
+                        found = " ".join(doc_tokens[example.start_word:example.end_word + 1])
+                        if " ".join(text.split()) not in found:
+                            misaligned += 1
+                            continue
+                        example.answer_text = text
+                examples.append(example)
+    if misaligned:
+        logging.warning("%s: skipped %d question(s) whose answer text is not at its answer_start", path, misaligned)
+    if not examples:
+        raise DataError(f"{path}: no usable questions")
+    return examples, data
+
+
+@dataclasses.dataclass
+class SquadFeature:
+    example_index: int
+    input_word_ids: list[int]
+    input_mask: list[int]
+    input_type_ids: list[int]
+    token_to_word: dict  # feature position -> original word index
+    max_context: dict  # feature position -> is this window the token's max-context window
+    start_position: int = 0
+    end_position: int = 0
+
+
+def _improve_span(pieces, start, end, tokenizer, answer_text):
+    """The tightest piece span that tokenizes to the answer (e.g. "1895" inside "(1895-1943)."), as the original."""
+    target = " ".join(tokenizer.tokenize(answer_text))
+    for new_start in range(start, end + 1):
+        for new_end in range(end, new_start - 1, -1):
+            if " ".join(pieces[new_start:new_end + 1]) == target:
+                return new_start, new_end
+    return start, end
+
+
+def _max_context(spans, span_index, position):
+    """Whether window `span_index` gives `position` the most context: min(left, right) + 0.01 * length, best."""
+    best_score, best_span = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_span = score, index
+    return best_span == span_index
+
+
+def convert_examples(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
+                     is_training=False) -> list[SquadFeature]:
+    """Examples -> windowed features (one example may give several)."""
+    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    features = []
+    for example_index, example in enumerate(examples):
+        query = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.question))[:max_query_length]
+        pieces, piece_to_word, word_to_piece = [], [], []
+        for word_index, word in enumerate(example.doc_tokens):
+            word_to_piece.append(len(pieces))
+            for piece in tokenizer.tokenize(word):
+                piece_to_word.append(word_index)
+                pieces.append(piece)
+        answer_start = answer_end = None
+        if is_training and not example.is_impossible:
+            answer_start = word_to_piece[example.start_word]
+            answer_end = (word_to_piece[example.end_word + 1] - 1 if example.end_word < len(example.doc_tokens) - 1
+                          else len(pieces) - 1)
+            answer_start, answer_end = _improve_span(pieces, answer_start, answer_end, tokenizer,
+                                                     example.answer_text)
+        room = max_seq_length - len(query) - 3
+        if room < 1:
+            raise DataError(f"--max_seq_length={max_seq_length} leaves no room for the context after a question of "
+                            f"{len(query)} pieces; raise it or lower --max_query_length")
+        spans, start = [], 0
+        while start < len(pieces):
+            length = min(len(pieces) - start, room)
+            spans.append((start, length))
+            if start + length == len(pieces):
+                break
+            start += min(length, doc_stride)
+        if not spans:
+            spans = [(0, 0)]
+        piece_ids = tokenizer.convert_tokens_to_ids(pieces)
+        for span_index, (start, length) in enumerate(spans):
+            ids = [cls] + query + [sep]
+            types = [0] * len(ids)
+            token_to_word, max_context = {}, {}
+            for i in range(length):
+                token_to_word[len(ids)] = piece_to_word[start + i]
+                max_context[len(ids)] = _max_context(spans, span_index, start + i)
+                ids.append(piece_ids[start + i])
+                types.append(1)
+            ids.append(sep)
+            types.append(1)
+            mask = [1] * len(ids)
+            pad = max_seq_length - len(ids)
+            feature = SquadFeature(example_index, ids + [0] * pad, mask + [0] * pad, types + [0] * pad,
+                                   token_to_word, max_context)
+            if is_training and not example.is_impossible:
+                if start <= answer_start and answer_end <= start + length - 1:
+                    offset = len(query) + 2 - start
+                    feature.start_position, feature.end_position = answer_start + offset, answer_end + offset
+                # else: the answer is outside this window; the target is [CLS] (position 0), as the original
+            features.append(feature)
+    return features
+
+
+def feature_arrays(features) -> dict:
+    return {"input_word_ids": np.array([f.input_word_ids for f in features], np.int32),
+            "input_mask": np.array([f.input_mask for f in features], np.int32),
+            "input_type_ids": np.array([f.input_type_ids for f in features], np.int32)}
+
+
+# ------------------------------------------------------------------------------------------- post-processing
+def final_text(pred_text: str, orig_text: str, do_lower_case: bool) -> str:
+    """Map the de-tokenized prediction back onto the original words' text (keeping their case and punctuation),
+    as the original `get_final_text`: align the two with the spaces removed; fall back to `orig_text`."""
+    def strip_spaces(text):
+        chars, mapping = [], {}
+        for i, ch in enumerate(text):
+            if ch == " ":
+                continue
+            mapping[len(chars)] = i
+            chars.append(ch)
+        return "".join(chars), mapping
+
+    tokenized = " ".join(basic_tokenize(orig_text, do_lower_case))
+    start = tokenized.find(pred_text)
+    if start == -1:
+        return orig_text
+    end = start + len(pred_text) - 1
+    orig_stripped, orig_map = strip_spaces(orig_text)
+    tok_stripped, tok_map = strip_spaces(tokenized)
+    if len(orig_stripped) != len(tok_stripped):
+        return orig_text
+    tok_to_stripped = {index: stripped for stripped, index in tok_map.items()}
+    if start not in tok_to_stripped or end not in tok_to_stripped:
+        return orig_text
+    orig_start, orig_end = orig_map.get(tok_to_stripped[start]), orig_map.get(tok_to_stripped[end])
+    if orig_start is None or orig_end is None:
+        return orig_text
+    return orig_text[orig_start:orig_end + 1]
+
+
+def _softmax(scores):
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    return [e / sum(exps) for e in exps]
+
+
+def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_best_size=20, max_answer_length=30,
+                version_2=False, null_threshold=0.0, do_lower_case=True):
+    """(predictions, best non-null predictions, n-best lists, null odds): answer text per question id.
+
+    `predictions` applies the v2.0 threshold (empty text when null - best non-null > `null_threshold`);
+    `best_non_null` does not, for the threshold search; `null_odds` holds null - best non-null per question.
+    """
+    by_example = collections.defaultdict(list)
+    for index, feature in enumerate(features):
+        by_example[feature.example_index].append(index)
+    predictions, best_non_null, nbest_json, null_odds = {}, {}, {}, {}
+    for example_index, example in enumerate(examples):
+        candidates, null_score = [], None
+        for index in by_example[example_index]:
+            feature, starts, ends = features[index], start_logits[index], end_logits[index]
+            if version_2:
+                score = float(starts[0] + ends[0])
+                null_score = score if null_score is None else min(null_score, score)
+            top_starts = np.argsort(starts)[::-1][:n_best_size]
+            top_ends = np.argsort(ends)[::-1][:n_best_size]
+            for s in top_starts:
+                if s not in feature.token_to_word or not feature.max_context.get(s, False):
+                    continue
+                for e in top_ends:
+                    if e not in feature.token_to_word or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    candidates.append((float(starts[s] + ends[e]), index, int(s), int(e)))
+        candidates.sort(reverse=True)
+        nbest, seen = [], set()
+        for score, index, s, e in candidates:
+            if len(nbest) >= n_best_size:
+                break
+            feature = features[index]
+            pieces = tokenizer.convert_ids_to_tokens(feature.input_word_ids[s:e + 1])
+            piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
+            piece_text = " ".join(piece_text.strip().split())
+            words = example.doc_tokens[feature.token_to_word[s]:feature.token_to_word[e] + 1]
+            text = final_text(piece_text, " ".join(words), do_lower_case)
+            if text in seen:
+                continue
+            seen.add(text)
+            nbest.append({"text": text, "score": score})
+        if version_2 and null_score is not None:
+            nbest.append({"text": "", "score": null_score})
+        if not nbest:
+            nbest = [{"text": "empty", "score": 0.0}]
+        nbest.sort(key=lambda item: item["score"], reverse=True)
+        for item, probability in zip(nbest, _softmax([item["score"] for item in nbest])):
+            item["probability"] = probability
+        non_null = next((item for item in nbest if item["text"]), None)
+        best_non_null[example.qas_id] = non_null["text"] if non_null else ""
+        if version_2:
+            diff = null_score - (non_null["score"] if non_null else -1e9)
+            null_odds[example.qas_id] = diff
+            predictions[example.qas_id] = "" if diff > null_threshold else best_non_null[example.qas_id]
+        else:
+            predictions[example.qas_id] = nbest[0]["text"]
+        nbest_json[example.qas_id] = [{"text": i["text"], "probability": i["probability"], "start_logit_plus_end":
+                                       i["score"]} for i in nbest]
+    return predictions, best_non_null, nbest_json, null_odds

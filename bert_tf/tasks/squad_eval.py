@@ -1,0 +1,105 @@
+"""SQuAD exact match and F1 as the official evaluation scripts (v1.1 and v2.0) define them, and the v2.0 search for
+the best no-answer threshold."""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, drop punctuation and the articles a/an/the, collapse whitespace (the official normalisation)."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1_score(prediction: str, gold: str) -> float:
+    """Token-overlap F1 of the normalised strings; an empty answer scores 1 only against an empty answer."""
+    predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not predicted or not expected:
+        return float(predicted == expected)
+    common = collections.Counter(predicted) & collections.Counter(expected)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(predicted), overlap / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def gold_answers(qa: dict) -> list[str]:
+    """The gold texts of one SQuAD question; an unanswerable (v2.0) question's gold is the empty answer."""
+    texts = [a["text"] for a in qa.get("answers", []) if normalize_answer(a["text"])]
+    return texts or [""]
+
+
+def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, threshold: float = 1.0) -> dict:
+    """Official figures in percent: `exact`, `f1`, `total`, and for v2.0 data `HasAns_*` / `NoAns_*`.
+
+    `dataset` is the `data` list of a SQuAD JSON file; `predictions` maps question id to answer text. With
+    `na_probs` (question id -> no-answer score), answers whose score exceeds `threshold` count as "no answer".
+    Questions without a prediction score 0, as in the official script.
+    """
+    exact, f1, has_answer = {}, {}, {}
+    for article in dataset:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qid = qa["id"]
+                golds = gold_answers(qa)
+                has_answer[qid] = golds != [""]
+                if qid not in predictions:
+                    exact[qid] = f1[qid] = 0.0
+                    continue
+                prediction = predictions[qid]
+                if na_probs is not None and na_probs.get(qid, 0.0) > threshold:
+                    prediction = ""
+                exact[qid] = max(exact_match(prediction, g) for g in golds)
+                f1[qid] = max(f1_score(prediction, g) for g in golds)
+    results = _summary(exact, f1, list(exact))
+    has = [q for q in exact if has_answer[q]]
+    no = [q for q in exact if not has_answer[q]]
+    if has and no:
+        results.update({f"HasAns_{k}": v for k, v in _summary(exact, f1, has).items()})
+        results.update({f"NoAns_{k}": v for k, v in _summary(exact, f1, no).items()})
+    return results
+
+
+def _summary(exact, f1, ids):
+    if not ids:
+        return {"exact": 0.0, "f1": 0.0, "total": 0}
+    return {"exact": 100.0 * sum(exact[q] for q in ids) / len(ids),
+            "f1": 100.0 * sum(f1[q] for q in ids) / len(ids), "total": len(ids)}
+
+
+def best_threshold(dataset: list, predictions: dict, na_probs: dict, metric: str = "f1") -> tuple[float, float]:
+    """(best score, threshold): the no-answer threshold maximising `metric` on this data, as the official v2.0
+    script's `find_best_thresh` sweeps it (answers ordered by no-answer score, each one switched to "no answer")."""
+    scores, has_answer = {}, {}
+    score_fn = f1_score if metric == "f1" else exact_match
+    for article in dataset:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                golds = gold_answers(qa)
+                has_answer[qa["id"]] = golds != [""]
+                prediction = predictions.get(qa["id"], "")
+                scores[qa["id"]] = max(score_fn(prediction, g) for g in golds)
+    current = best = float(sum(not has for has in has_answer.values()))  # everything "no answer"
+    best_at = 0.0
+    for qid in sorted(na_probs, key=na_probs.get):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            delta = scores[qid]
+        else:
+            delta = -1.0 if predictions.get(qid) else 0.0
+        current += delta
+        if current > best:
+            best, best_at = current, na_probs[qid]
+    return 100.0 * best / len(scores), best_at

@@ -1,0 +1,172 @@
+"""SQuAD: the official EM/F1 on hand-made cases, reading, windowing with max context, mapping answers back to the
+original text, and run_squad end to end (v1.1 CLI, v2.0 with the no-answer threshold search) on small data."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf.tasks import DataError, squad, squad_eval
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_official_metrics_on_hand_made_cases():
+    assert squad_eval.normalize_answer("The  Cat, sat!") == "cat sat"
+    assert squad_eval.exact_match("An apple.", "apple") == 1.0
+    assert squad_eval.f1_score("the cat sat", "cat sat on a mat") == pytest.approx(2 * 1 * 0.5 / 1.5)  # p 1, r 2/4
+    assert squad_eval.f1_score("", "") == 1.0 and squad_eval.f1_score("x", "") == 0.0
+    data = [{"paragraphs": [{"context": "...", "qas": [
+        {"id": "a", "answers": [{"text": "Denver Broncos"}, {"text": "the Broncos"}]},
+        {"id": "b", "answers": [{"text": "1990"}]},
+        {"id": "c", "answers": [], "is_impossible": True}]}]}]
+    result = squad_eval.evaluate(data, {"a": "Broncos", "b": "in 1990", "c": ""})
+    # a: EM 1 against "the Broncos"; b: EM 0, F1 2/3; c: no answer predicted for a no-answer question
+    assert result["exact"] == pytest.approx(100 * 2 / 3)
+    assert result["f1"] == pytest.approx(100 * (1 + 2 / 3 + 1) / 3)
+    assert result["HasAns_total"] == 2 and result["NoAns_exact"] == 100.0
+    # threshold: "b" has a high no-answer score; cutting there loses b's F1, "c" predicted non-empty at low score
+    best, threshold = squad_eval.best_threshold(data, {"a": "Broncos", "b": "in 1990", "c": "x"},
+                                                {"a": -3.0, "b": 2.0, "c": 5.0})
+    assert (best, threshold) == (pytest.approx(100 * (1 + 2 / 3 + 1) / 3), 2.0)
+
+
+def _squad_file(path, paragraphs):
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    return str(path)
+
+
+def test_reading_skips_misaligned_answers_and_names_bad_files(tmp_path, caplog):
+    context = "Nikola Tesla (1856-1943) was an inventor."
+    path = _squad_file(tmp_path / "train.json", [{"context": context, "qas": [
+        {"id": "ok", "question": "When was Tesla born?", "answers": [{"text": "1856", "answer_start": 14}]},
+        {"id": "bad", "question": "Who?", "answers": [{"text": "Edison", "answer_start": 0}]}]}])
+    examples, _ = squad.read_examples(path, is_training=True, version_2=False)
+    assert [e.qas_id for e in examples] == ["ok"]
+    assert examples[0].doc_tokens[examples[0].start_word] == "(1856-1943)"
+    assert "skipped 1 question(s) whose answer text is not at its answer_start" in caplog.text
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(DataError, match="not a SQuAD JSON file"):
+        squad.read_examples(str(tmp_path / "bad.json"), False, False)
+    unanswerable = _squad_file(tmp_path / "v2.json", [{"context": context, "qas": [
+        {"id": "x", "question": "Why?", "answers": [], "is_impossible": True}]}])
+    with pytest.raises(DataError, match="pass --version_2_with_negative"):
+        squad.read_examples(unanswerable, True, False)
+
+
+def test_windows_max_context_and_the_answer_span(minilm_dir, tmp_path):
+    from bert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    words = [f"word{i}" for i in range(60)]
+    words[41] = "(1856-1943)."
+    context = " ".join(words)
+    start = context.index("(1856")
+    path = _squad_file(tmp_path / "t.json", [{"context": context, "qas": [
+        {"id": "q", "question": "When?", "answers": [{"text": "1856", "answer_start": start + 1}]}]}])
+    examples, _ = squad.read_examples(path, True, False)
+    features = squad.convert_examples(examples, tokenizer, max_seq_length=48, doc_stride=20, max_query_length=8,
+                                      is_training=True)
+    assert len(features) > 3
+    assert all(len(f.input_word_ids) == 48 for f in features)
+    # every context piece is the max-context token of exactly one window
+    pieces = sum(len(tokenizer.tokenize(word)) for word in context.split())
+    assert sum(sum(f.max_context.values()) for f in features) == pieces
+    covered = {word for f in features for word in f.token_to_word.values()}
+    assert covered == set(range(60))
+    answered = [f for f in features if f.start_position]
+    assert answered, "some window holds the answer"
+    for feature in answered:
+        pieces = tokenizer.convert_ids_to_tokens(feature.input_word_ids[feature.start_position:
+                                                                        feature.end_position + 1])
+        assert pieces == tokenizer.tokenize("1856")  # the improved span: inside "(1856-1943)."
+    assert any(f.start_position == 0 for f in features)  # windows without the answer point at [CLS]
+
+
+def test_final_text_keeps_the_original_case_and_drops_extra_characters():
+    assert squad.final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
+    assert squad.final_text("1856", "(1856-1943).", True) == "1856"
+    assert squad.final_text("nowhere", "Steve Smith's", True) == "Steve Smith's"  # no alignment: whole words
+
+
+# -------------------------------------------------------------------------------------------- end to end
+def _year_task(path, n, seed, version_2=False):
+    """Short contexts of real docstring sentences; one sentence says when "it" was released (a four-digit year).
+    The question asks when. With `version_2`, a third of the contexts lack that sentence: no answer."""
+    from bench.common import docstring_lines
+
+    lines = [line for line in docstring_lines() if 5 <= len(line.split()) <= 12 and not any(c.isdigit()
+                                                                                          for c in line)]
+    rng = random.Random(seed)
+    paragraphs = []
+    for i in range(n):
+        sentences = rng.sample(lines, 2)
+        answerable = not version_2 or i % 3
+        year = str(rng.randrange(1900, 2020))
+        if answerable:
+            sentences.insert(rng.randrange(3), f"It was released in {year}.")
+        context = " ".join(sentences)
+        qa = {"id": f"q{i}", "question": "When was it released?"}
+        if answerable:
+            qa["answers"] = [{"text": year, "answer_start": context.index(f"in {year}") + 3}]
+        else:
+            qa.update(answers=[], is_impossible=True)
+        paragraphs.append({"context": context, "qas": [qa]})
+    return _squad_file(path, paragraphs)
+
+
+def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
+    train = _year_task(tmp_path / "train.json", 160, 0)
+    dev = _year_task(tmp_path / "dev.json", 40, 1)
+    out = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_squad", f"--vocab_file={minilm_dir}/vocab.txt",
+                          f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
+                          "--do_train", f"--train_file={train}", "--do_predict", f"--predict_file={dev}",
+                          "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=1e-4",
+                          "--num_train_epochs=3", f"--output_dir={tmp_path / 'out'}"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
+    print(f"SQuAD-format year task: exact {float(results['exact']):.1f}, f1 {float(results['f1']):.1f}")
+    assert float(results["exact"]) > 80  # a first-word baseline scores 0
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    nbest = json.loads((tmp_path / "out" / "nbest_predictions.json").read_text())
+    assert set(predictions) == {f"q{i}" for i in range(40)} and len(nbest["q0"]) >= 1
+    assert abs(sum(item["probability"] for item in nbest["q0"]) - 1) < 1e-6
+
+
+def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
+    from bert_tf import BertConfig
+    from bert_tf.finetuning import SquadOptions, run_squad
+
+    config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
+    train = _year_task(tmp_path / "train.json", 150, 0, version_2=True)
+    dev = _year_task(tmp_path / "dev.json", 30, 1, version_2=True)
+    options = SquadOptions(do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64,
+                           doc_stride=32, train_batch_size=16, learning_rates=(1e-4,), num_train_epochs=3,
+                           init_checkpoint=minilm_dir)
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    results = run_squad(config, vocab, str(tmp_path / "out"), options, train, dev)["predict"]
+    print(f"SQuAD 2.0-format year task: {results}")
+    assert {"best_f1", "best_f1_thresh", "HasAns_exact", "NoAns_exact"} <= set(results)
+    assert results["f1"] == pytest.approx(results["best_f1"])  # the predictions use the threshold found
+    assert results["f1"] > 80
+    saved = json.loads((tmp_path / "out" / "task.json").read_text())
+    assert saved["null_score_diff_threshold"] == results["best_f1_thresh"] and saved["task"] == "squad2"
+    odds = json.loads((tmp_path / "out" / "null_odds.json").read_text())
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert all((predictions[q] == "") == (odds[q] > saved["null_score_diff_threshold"]) for q in odds)
+    # predicting again from the saved model, on questions without answers, uses the saved threshold
+    bare = json.loads(open(dev).read())
+    for paragraph in bare["data"][0]["paragraphs"]:
+        for qa in paragraph["qas"]:
+            qa.pop("answers", None)
+            qa.pop("is_impossible", None)
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    run_squad(config, vocab, str(tmp_path / "out"), SquadOptions(
+        do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32),
+        predict_file=str(tmp_path / "bare.json"))
+    assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
