@@ -1,0 +1,54 @@
+"""Contextual token features from chosen layers of a pretrained BERT (the original extract_features.py's flags).
+
+  extract_features --input_file=input.txt --output_file=features.jsonl --vocab_file=vocab.txt \
+      --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 \
+      --max_seq_length=128 --batch_size=8
+
+Input: one text per line, or `text_a ||| text_b`. Output: one JSON object per line with every token's values at
+each requested layer. In Python, `bert_tf.tasks.features.combine_layers` gives the paper's feature-based variants.
+"""
+
+from absl import app, flags
+
+from bert_tf.cli import USER_ERRORS, fail
+
+flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
+flags.DEFINE_string("output_file", None, "JSONL output.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Layers to output, negative counting from the last.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json (or an HF config.json).")
+flags.DEFINE_string("vocab_file", None, "The model's vocabulary.")
+flags.DEFINE_string("init_checkpoint", None, "Weights: original TF1 checkpoint, HF directory or ours.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length; longer inputs are truncated.")
+flags.DEFINE_integer("batch_size", 32, "Batch size.")
+flags.mark_flags_as_required(["input_file", "output_file", "bert_config_file", "vocab_file", "init_checkpoint"])
+
+
+def main(argv):
+    del argv
+    f = flags.FLAGS
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertEncoder
+    from bert_tf.tasks import DataError
+    from bert_tf.tasks.features import extract, read_lines
+    from bert_tf.tokenization import FullTokenizer, VocabError
+    from bert_tf.training import restore_weights
+
+    try:
+        layers = [int(x) for x in f.layers.split(",")]
+        pairs = read_lines(f.input_file)
+        tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
+        encoder = BertEncoder(BertConfig.from_json_file(f.bert_config_file))
+        restore_weights(encoder, f.init_checkpoint)
+        count = extract(encoder, tokenizer, pairs, f.output_file, layers, f.max_seq_length, f.batch_size)
+    except USER_ERRORS + (DataError, VocabError, ValueError) as e:
+        fail("extract_features", e)
+    print(f"extract_features: wrote {count} line(s) to {f.output_file}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

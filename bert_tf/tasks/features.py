@@ -1,0 +1,95 @@
+"""Feature-based BERT (paper section 5.3): contextual token vectors from chosen layers, and the paper's ways of
+combining layers for a downstream model of your own.
+
+`extract` writes what the original extract_features.py writes: one JSON object per input line,
+`{"linex_index": i, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [...]}, ...]}, ...]}`,
+for the real tokens (`[CLS] A [SEP] (B [SEP])`), values rounded to 6 decimals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.tasks.base import DataError
+
+VARIANTS = ("last_hidden", "second_to_last_hidden", "sum_last_four", "concat_last_four", "sum_all")
+
+
+def combine_layers(encoder_outputs, variant: str):
+    """The paper's feature-based variants (Table 7) from the list of every layer's output [batch, seq, H]:
+    the last or second-to-last hidden layer, the sum or concatenation of the last four, the sum of all layers."""
+    if variant == "last_hidden":
+        return encoder_outputs[-1]
+    if variant == "second_to_last_hidden":
+        return encoder_outputs[-2]
+    if variant == "sum_last_four":
+        return tf.add_n(list(encoder_outputs[-4:]))
+    if variant == "concat_last_four":
+        return tf.concat(list(encoder_outputs[-4:]), axis=-1)
+    if variant == "sum_all":
+        return tf.add_n(list(encoder_outputs))
+    raise ValueError(f"variant={variant!r}: choose one of {', '.join(VARIANTS)}")
+
+
+def read_lines(path: str) -> list[tuple[str, str | None]]:
+    """`text` or `text_a ||| text_b` per line (the original's input format); blank lines are skipped."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except FileNotFoundError:
+        raise DataError(f"--input_file={path}: not found") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"--input_file={path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    pairs = []
+    for line in lines:
+        if not line:
+            continue
+        a, _, b = line.partition(" ||| ")
+        pairs.append((a, b if _ else None))
+    if not pairs:
+        raise DataError(f"--input_file={path}: no text")
+    return pairs
+
+
+def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4), max_seq_length: int = 128,
+            batch_size: int = 32) -> int:
+    """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines."""
+    from bert_tf.tokenization import truncate_pair
+
+    num_layers = encoder.bert_config.num_hidden_layers
+    for layer in layers:
+        if not -num_layers <= layer < num_layers:
+            raise ValueError(f"--layers: {layer} is not a layer of a {num_layers}-layer model")
+    tmp = f"{output_file}.tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+    with open(tmp, "w", encoding="utf-8") as out:
+        for start in range(0, len(pairs), batch_size):
+            batch = pairs[start:start + batch_size]
+            tokens, ids, types = [], [], []
+            for a, b in batch:
+                pieces_a = tokenizer.tokenize(a)
+                pieces_b = tokenizer.tokenize(b) if b is not None else None
+                truncate_pair(pieces_a, pieces_b, max_seq_length - (3 if pieces_b is not None else 2))
+                row = ["[CLS]"] + pieces_a + ["[SEP]"]
+                row_types = [0] * len(row)
+                if pieces_b is not None:
+                    row += pieces_b + ["[SEP]"]
+                    row_types += [1] * (len(pieces_b) + 1)
+                tokens.append(row)
+                ids.append(tokenizer.convert_tokens_to_ids(row) + [0] * (max_seq_length - len(row)))
+                types.append(row_types + [0] * (max_seq_length - len(row)))
+            mask = [[1] * len(row) + [0] * (max_seq_length - len(row)) for row in tokens]
+            outputs = encoder({"input_word_ids": np.array(ids, np.int32), "input_mask": np.array(mask, np.int32),
+                               "input_type_ids": np.array(types, np.int32)})["encoder_outputs"]
+            chosen = {layer: outputs[layer].numpy() for layer in layers}
+            for offset, row in enumerate(tokens):
+                features = [{"token": token, "layers": [
+                    {"index": layer, "values": [round(float(v), 6) for v in chosen[layer][offset, position]]}
+                    for layer in layers]} for position, token in enumerate(row)]
+                out.write(json.dumps({"linex_index": start + offset, "features": features}) + "\n")
+    os.replace(tmp, output_file)
+    return len(pairs)
