@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.tasks import DataError, Task
+from bert_tf.tasks import DataError, Example, Task
 
 TASK_FILE = "task.json"
 MODEL_FILE = "model.keras"
@@ -65,6 +65,11 @@ def encode(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, 
     original FullTokenizer and packed `[CLS] A [SEP] (B [SEP])` with longest-first truncation."""
     from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
 
+    if examples[0].choices:  # multiple choice: every (text_a, choice) pair, then [n, choices, seq]
+        count = len(examples[0].choices)
+        flat = [Example(e.guid, e.text_a, choice) for e in examples for choice in e.choices]
+        packed = encode(flat, vocab_file, do_lower_case, max_seq_length, batch)
+        return {key: value.reshape(len(examples), count, max_seq_length) for key, value in packed.items()}
     layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
     cls, sep = layer.vocab.index("[CLS]"), layer.vocab.index("[SEP]")
     pairs = examples[0].text_b is not None
@@ -92,9 +97,12 @@ def label_array(task: Task, examples, where: str) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------- model
 def build_model(task: Task, config, options: FinetuneOptions):
-    """A fresh `BertClassifier` with the task's number of outputs (one score for regression)."""
-    from bert_tf.models import BertClassifier, BertEncoder
+    """A fresh `BertClassifier` with the task's number of outputs (one score for regression), or for multiple
+    choice a `BertMultipleChoice`."""
+    from bert_tf.models import BertClassifier, BertEncoder, BertMultipleChoice
 
+    if task.kind == "multiple_choice":
+        return BertMultipleChoice(BertEncoder(config), dropout_rate=options.dropout_rate)
     return BertClassifier(BertEncoder(config), task.num_outputs, dropout_rate=options.dropout_rate)
 
 
@@ -215,8 +223,11 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
             suffix = "" if split == "test" else f"_{split.split('_', 1)[1]}"
             _write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
                          ["\t".join(f"{v:.6f}" for v in row) for row in values])
-            results[split] = task.write_submission(os.path.join(output_dir, "glue_submission"), split,
-                                                   [e.guid for e in examples], decisions(task, logits))
+            if hasattr(task, "write_submission"):
+                results[split] = task.write_submission(os.path.join(output_dir, "glue_submission"), split,
+                                                       [e.guid for e in examples], decisions(task, logits))
+            else:
+                results[split] = os.path.join(output_dir, f"test_results{suffix}.tsv")
     return results
 
 

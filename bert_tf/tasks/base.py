@@ -11,12 +11,14 @@ class DataError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    """One labelled text (pair): `label` is a label name, a float for regression, or None (unlabelled test data)."""
+    """One labelled text (pair): `label` is a label name, a float for regression, or None (unlabelled test data).
+    Multiple-choice examples list their candidate second segments in `choices` (each read after `text_a`)."""
 
     guid: str
     text_a: str
     text_b: str | None = None
     label: str | float | None = None
+    choices: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
