@@ -123,7 +123,7 @@ def _eval_loss(task, logits, labels) -> float:
     return float(-log_probs[np.arange(len(labels)), labels].mean())
 
 
-def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None):
+def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None, sample_weights=None):
     """One fine-tuning run: `build()` a fresh model under the strategy, load `options.init_checkpoint` into it,
     train it with the paper's optimizer (warmup over `warmup_proportion` of the steps); returns the model."""
     import keras
@@ -142,7 +142,8 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True) for name, array in labels.items()}
         model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion)),
                       loss=losses, loss_weights=loss_weights)
-    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels))
+    parts = (inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)
+    dataset = tf.data.Dataset.from_tensor_slices(parts)
     dataset = dataset.shuffle(count, seed=seed).repeat().batch(options.train_batch_size)
     model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0)
     return model
@@ -402,3 +403,79 @@ def _saved_threshold(directory):
 
 def _write_json(path, data):
     _write_lines(path, [json.dumps(data, indent=2, ensure_ascii=False)])
+
+
+# --------------------------------------------------------------------------------------------------- NER
+@dataclasses.dataclass(frozen=True)
+class NerOptions(FinetuneOptions):
+    """`run_ner`'s settings: `label_all_subtokens` trains every word piece on its word's tag (default: the first
+    piece only, the others ignored, as the paper)."""
+
+    label_all_subtokens: bool = False
+
+
+def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_dir: str, strategy=None) -> dict:
+    """Fine-tunes a token tagger on CoNLL-2003-style files; writes `eval_results.txt` (entity-level precision,
+    recall, F1 on valid.txt) and `test_predictions.txt` (`word gold predicted` per line). Returns the figures."""
+    from bert_tf.models import BertEncoder, BertTokenClassifier
+    from bert_tf.tasks import get_task, ner
+    from bert_tf.tokenization import FullTokenizer
+
+    options.check()
+    strategy = strategy or tf.distribute.get_strategy()
+    task = get_task("conll2003")
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    train = task.sentences(data_dir, "train") if options.do_train else None
+    if train is not None:
+        tags = ner.tag_set(train)
+    elif os.path.exists(os.path.join(output_dir, TASK_FILE)):
+        with open(os.path.join(output_dir, TASK_FILE), encoding="utf-8") as f:
+            tags = json.load(f)["labels"]
+    else:
+        raise DataError(f"{output_dir}: no fine-tuned tagger here (task.json); train one with --do_train")
+    splits = {"dev": options.do_eval, "test": options.do_predict}
+    data = {}
+    for split, wanted in splits.items():
+        if wanted:
+            sentences = task.sentences(data_dir, split)
+            ner.check_tags([s for s in sentences if s.tags], tags, os.path.join(data_dir, ner.FILES[split]))
+            data[split] = (sentences, ner.encode(sentences, tokenizer, tags, options.max_seq_length))
+    os.makedirs(output_dir, exist_ok=True)
+    results: dict = {}
+
+    def predict(model, split):
+        sentences, (inputs, _, _, spans) = data[split]
+        logits = model.predict(inputs, batch_size=options.eval_batch_size, verbose=0)["logits"]
+        return ner.word_tags(logits, spans, sentences, tags)
+
+    def evaluate(model):
+        return task.metrics(predict(model, "dev"), [s.tags for s in data["dev"][0]])
+
+    tagged = dataclasses.replace(task, labels=tuple(tags))
+    build = lambda: BertTokenClassifier(BertEncoder(config), len(tags), dropout_rate=options.dropout_rate)  # noqa
+    if options.do_train:
+        inputs, labels, weights, _ = ner.encode(train, tokenizer, tags, options.max_seq_length,
+                                                options.label_all_subtokens)
+        model, results["grid"], learning_rate, seed = grid_search(
+            options, lambda rate, seed: fit(build, inputs, {"logits": labels}, options, rate, seed, strategy,
+                                            sample_weights={"logits": weights}),
+            lambda m: evaluate(m) if options.do_eval else {}, "f1")
+        _save(model, tagged, config, vocab_file, output_dir, options, learning_rate, seed,
+              extra={"label_all_subtokens": options.label_all_subtokens})
+    else:
+        model = _existing_model(output_dir, build, options)
+    if options.do_eval:
+        results["dev"] = evaluate(model)
+        _write_lines(os.path.join(output_dir, "eval_results.txt"),
+                     [f"eval_{k} = {v}" for k, v in sorted(results["dev"].items())])
+    if options.do_predict:
+        sentences = data["test"][0]
+        predicted = predict(model, "test")
+        lines = []
+        for sentence, tags_out in zip(sentences, predicted):
+            lines += [f"{w} {g} {p}" for w, g, p in zip(sentence.words, sentence.tags or ["O"] * len(tags_out),
+                                                          tags_out)] + [""]
+        _write_lines(os.path.join(output_dir, "test_predictions.txt"), lines)
+        if all(s.tags for s in sentences):
+            results["test"] = task.metrics(predicted, [s.tags for s in sentences])
+    return results

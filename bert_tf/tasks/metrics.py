@@ -51,3 +51,44 @@ def _ranks(values) -> np.ndarray:
 
 def spearman(predictions, labels) -> float:
     return pearson(_ranks(predictions), _ranks(labels))
+
+
+# ------------------------------------------------------------------------------------ entity-level (NER)
+def _split_tag(tag: str) -> tuple[str, str]:
+    if tag == "O" or not tag:
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    return (prefix, kind) if kind else ("I", prefix)  # a bare type counts as inside
+
+
+def entities(tags) -> set[tuple[str, int, int]]:
+    """(type, first, last) of every entity in a tag sequence, with the CoNLL evaluation's chunk rules: an entity
+    starts at B (or S), at I/E after O or after another type, and ends before the next start or O. Works for IOB1,
+    IOB2 and IOBES tags."""
+    found, start, current = set(), None, ""
+    previous = "O"
+    for index, tag in enumerate(list(tags) + ["O"]):
+        prefix, kind = _split_tag(tag)
+        ends = start is not None and (
+            previous in ("E", "S") or prefix in ("B", "S", "O") or kind != current)
+        if ends:
+            found.add((current, start, index - 1))
+            start = None
+        if prefix != "O" and (start is None or prefix in ("B", "S")):
+            start, current = index, kind
+        previous = prefix
+    return found
+
+
+def entity_scores(predicted, gold) -> dict[str, float]:
+    """Micro precision, recall and F1 over entities, for lists of tag sequences (one per sentence)."""
+    correct = predicted_count = gold_count = 0
+    for p, g in zip(predicted, gold):
+        p_entities, g_entities = entities(p), entities(g)
+        correct += len(p_entities & g_entities)
+        predicted_count += len(p_entities)
+        gold_count += len(g_entities)
+    precision = correct / predicted_count if predicted_count else 0.0
+    recall = correct / gold_count if gold_count else 0.0
+    f1_value = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1_value}
