@@ -237,3 +237,21 @@ def test_swag_reader_errors(tmp_path):
     (tmp_path / "val.csv").write_text("sent1,sent2,ending0,ending1,ending2,ending3,label\nA,b,c,d,e,f,2\n")
     (example,) = swag.examples(str(tmp_path), "dev")
     assert example.text_a == "A" and example.choices == ("b c", "b d", "b e", "b f") and example.label == "2"
+
+
+def test_xnli_reads_the_originals_format(tmp_path):
+    (tmp_path / "multinli").mkdir()
+    _write(tmp_path / "multinli" / "multinli.train.de.tsv", [["premise", "hypo", "label"],
+                                                            ["Ein Mann isst.", "Jemand isst.", "entailment"],
+                                                            ["Ein Hund.", "Eine Katze.", "contradictory"]])
+    header = ["language", "gold_label", "a", "b", "c", "d", "sentence1", "sentence2"]
+    _write(tmp_path / "xnli.dev.tsv", [header, ["de", "neutral", "", "", "", "", "Er läuft.", "Er eilt."],
+                                      ["fr", "neutral", "", "", "", "", "Il court.", "Il se presse."]])
+    task = get_task("xnli-de")
+    train = task.examples(str(tmp_path), "train")
+    assert [(e.text_a, e.label) for e in train] == [("Ein Mann isst.", "entailment"), ("Ein Hund.", "contradiction")]
+    (dev,) = task.examples(str(tmp_path), "dev")
+    assert (dev.text_a, dev.text_b, dev.label) == ("Er läuft.", "Er eilt.", "neutral")
+    assert get_task("xnli").language == "zh"
+    with pytest.raises(DataError, match="no usable examples for language 'zh'"):
+        get_task("xnli").examples(str(tmp_path), "dev")

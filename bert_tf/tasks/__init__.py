@@ -32,7 +32,11 @@ def _key(name: str) -> str:
 from bert_tf.tasks import glue  # noqa: E402,F401  (registers the GLUE tasks)
 from bert_tf.tasks.ner import NerTask  # noqa: E402
 from bert_tf.tasks.swag import SwagTask  # noqa: E402
+from bert_tf.tasks.xnli import LANGUAGES, XnliTask  # noqa: E402
 
+for _language in LANGUAGES:
+    register(XnliTask(f"xnli-{_language}", labels=("contradiction", "entailment", "neutral"), language=_language))
+register(XnliTask("xnli", labels=("contradiction", "entailment", "neutral"), language="zh"))  # the original default
 register(NerTask("conll2003", kind="tagging", metric_names=("precision", "recall", "f1"), main_metric="f1"))
 register(SwagTask("swag", kind="multiple_choice", labels=("0", "1", "2", "3")))
 register(Task("squad", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
