@@ -291,10 +291,12 @@ class SquadOptions(FinetuneOptions):
 
 
 def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, train_file: str | None = None,
-              predict_file: str | None = None, strategy=None) -> dict:
+              predict_file: str | None = None, strategy=None, tfds_name: str | None = None,
+              tfds_data_dir: str | None = None) -> dict:
     """Fine-tunes on SQuAD and/or predicts, as the original run_squad.py: writes `predictions.json`,
     `nbest_predictions.json`, `null_odds.json` (2.0), and with answers in the predict file the official figures in
-    `eval_results.txt`. Returns the figures."""
+    `eval_results.txt`. With `tfds_name` (e.g. "squad/v1.1", prepared) its train and validation splits replace the
+    files. Returns the figures."""
     from bert_tf.models import BertEncoder, BertSpanQA
     from bert_tf.tasks import squad, squad_eval
     from bert_tf.tokenization import FullTokenizer
@@ -305,13 +307,18 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     version_2 = options.version_2_with_negative
     convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
                    max_query_length=options.max_query_length)
-    if options.do_train and not train_file:
-        raise DataError("--do_train needs --train_file")
-    if options.do_predict and not predict_file:
-        raise DataError("--do_predict needs --predict_file")
-    train_examples = squad.read_examples(train_file, True, version_2)[0] if options.do_train else None
+    def source(path, split, is_training):
+        if tfds_name:
+            data = squad.tfds_data(tfds_name, split, tfds_data_dir)
+            return squad.parse_examples(data, is_training, version_2, f"{tfds_name}:{split}"), data
+        if not path:
+            flag = "train" if is_training else "predict"
+            raise DataError(f"--do_{flag} needs --{flag}_file (or --tfds_name)")
+        return squad.read_examples(path, is_training, version_2)
+
+    train_examples = source(train_file, "train", True)[0] if options.do_train else None
     if options.do_predict:
-        predict_examples, predict_data = squad.read_examples(predict_file, False, version_2)
+        predict_examples, predict_data = source(predict_file, "validation", False)
         predict_features = squad.convert_examples(predict_examples, tokenizer, **convert)
         has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
     os.makedirs(output_dir, exist_ok=True)
@@ -414,7 +421,8 @@ class NerOptions(FinetuneOptions):
     label_all_subtokens: bool = False
 
 
-def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_dir: str, strategy=None) -> dict:
+def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_dir: str | None, strategy=None,
+            tfds_name: str | None = None) -> dict:
     """Fine-tunes a token tagger on CoNLL-2003-style files; writes `eval_results.txt` (entity-level precision,
     recall, F1 on valid.txt) and `test_predictions.txt` (`word gold predicted` per line). Returns the figures."""
     from bert_tf.models import BertEncoder, BertTokenClassifier
@@ -425,7 +433,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     strategy = strategy or tf.distribute.get_strategy()
     task = get_task("conll2003")
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
-    train = task.sentences(data_dir, "train") if options.do_train else None
+    train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
     if train is not None:
         tags = ner.tag_set(train)
     elif os.path.exists(os.path.join(output_dir, TASK_FILE)):
@@ -437,8 +445,9 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     data = {}
     for split, wanted in splits.items():
         if wanted:
-            sentences = task.sentences(data_dir, split)
-            ner.check_tags([s for s in sentences if s.tags], tags, os.path.join(data_dir, ner.FILES[split]))
+            sentences = task.sentences(data_dir, split, tfds_name)
+            where = f"{tfds_name}:{split}" if tfds_name else os.path.join(data_dir, ner.FILES[split])
+            ner.check_tags([s for s in sentences if s.tags], tags, where)
             data[split] = (sentences, ner.encode(sentences, tokenizer, tags, options.max_seq_length))
     os.makedirs(output_dir, exist_ok=True)
     results: dict = {}

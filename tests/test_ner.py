@@ -105,3 +105,38 @@ def test_run_ner_cli_tags_entities(minilm_dir, tmp_path):
     predictions = (tmp_path / "out" / "test_predictions.txt").read_text().split("\n\n")
     gold_words = [s.words for s in ner.read_sentences(str(data / "test.txt"))]
     assert [[line.split()[0] for line in block.splitlines()] for block in predictions if block.strip()] == gold_words
+
+
+def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
+    """Prepared TFDS data (offline mock data here) feed run_squad and run_ner like the files do."""
+    import tensorflow_datasets as tfds
+
+    from bert_tf import BertConfig
+    from bert_tf.finetuning import NerOptions, SquadOptions, run_ner, run_squad
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    import tensorflow as tf
+
+    def conll(self, split, **kwargs):  # aligned tokens and tags (the generic mock draws their lengths apart)
+        rng = random.Random(split)
+        rows = [[rng.choice(["Paris", "is", "big", "Bob", "runs"]) for _ in range(rng.randrange(2, 9))]
+                for _ in range(12)]
+        return tf.data.Dataset.from_generator(
+            lambda: ({"tokens": r, "ner": [1 if w in ("Bob", "Paris") else 0 for w in r], "pos": [0] * len(r),
+                      "chunks": [0] * len(r)} for r in rows),
+            output_signature={k: tf.TensorSpec([None], tf.string if k == "tokens" else tf.int64)
+                              for k in ("tokens", "ner", "pos", "chunks")})
+
+    with tfds.testing.mock_data(num_examples=12, as_dataset_fn=conll):
+        ner_results = run_ner(config, vocab, str(tmp_path / "ner"), NerOptions(
+            do_train=True, do_eval=True, max_seq_length=24, train_batch_size=4, num_train_epochs=1), None,
+            tfds_name="conll2003")
+        assert set(ner_results["dev"]) == {"precision", "recall", "f1"}
+    with tfds.testing.mock_data(num_examples=12):
+        squad_results = run_squad(config, vocab, str(tmp_path / "squad"), SquadOptions(
+            do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32,
+            train_batch_size=4, num_train_epochs=1), tfds_name="squad/v2.0")
+    assert {"exact", "f1", "best_f1_thresh"} <= set(squad_results["predict"])
+    assert (tmp_path / "squad" / "predictions.json").exists() and (tmp_path / "squad" / "null_odds.json").exists()

@@ -12,7 +12,9 @@ from absl import app, flags
 
 from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, strategy_from_flags
 
-flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test.txt.")
+flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test.txt; with --tfds_name: TFDS "
+                    "data_dir.")
+flags.DEFINE_string("tfds_name", None, "Read a prepared TFDS dataset instead, e.g. conll2003.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model.")
 flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
 flags.DEFINE_string("output_dir", None, "Where the model, eval results and predictions are written.")
@@ -31,7 +33,7 @@ flags.DEFINE_integer("num_restarts", 1, "Restarts per learning rate, best kept o
 flags.DEFINE_bool("label_all_subtokens", False, "Train every word piece on its word's tag (default: first piece).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
 define_distribution_flags()
-flags.mark_flags_as_required(["data_dir", "bert_config_file", "vocab_file", "output_dir"])
+flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
 
 
 def main(argv):
@@ -50,7 +52,7 @@ def main(argv):
             warmup_proportion=f.warmup_proportion, num_restarts=f.num_restarts, random_seed=f.random_seed,
             init_checkpoint=f.init_checkpoint, label_all_subtokens=f.label_all_subtokens)
         results = run_ner(BertConfig.from_json_file(f.bert_config_file), f.vocab_file, f.output_dir, options,
-                          f.data_dir, strategy)
+                          f.data_dir, strategy, tfds_name=f.tfds_name)
     except USER_ERRORS + (DataError, ValueError) as e:
         fail("run_ner", e)
     for key in ("dev", "test"):

@@ -19,6 +19,9 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained wi
 flags.DEFINE_string("output_dir", None, "Where the model and the predictions are written.")
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON for predictions, e.g. dev-v1.1.json.")
+flags.DEFINE_string("tfds_name", None, "Read a prepared TFDS SQuAD instead of the files: squad/v1.1 or squad/v2.0 "
+                    "(train and validation splits).")
+flags.DEFINE_string("data_dir", None, "TFDS data_dir for --tfds_name.")
 flags.DEFINE_string("init_checkpoint", None, "Pretrained weights: original TF1 checkpoint, HF directory or ours.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
 flags.DEFINE_integer("max_seq_length", 384, "Maximum total length of a window after WordPiece tokenization.")
@@ -63,7 +66,8 @@ def main(argv):
             null_score_diff_threshold=f.null_score_diff_threshold, random_seed=f.random_seed,
             init_checkpoint=f.init_checkpoint)
         config = BertConfig.from_json_file(f.bert_config_file)
-        results = run_squad(config, f.vocab_file, f.output_dir, options, f.train_file, f.predict_file, strategy)
+        results = run_squad(config, f.vocab_file, f.output_dir, options, f.train_file, f.predict_file, strategy,
+                            tfds_name=f.tfds_name, tfds_data_dir=f.data_dir)
     except USER_ERRORS + (DataError, ValueError) as e:
         fail("run_squad", e)
     if results.get("predict"):

@@ -47,11 +47,38 @@ def read_sentences(path: str) -> list[Sentence]:
     return sentences
 
 
+def tfds_sentences(name: str, split: str, data_dir: str | None = None) -> list[Sentence]:
+    """A prepared TFDS split of a CoNLL-style dataset (`conll2003`: `tokens` and `ner` tags)."""
+    import tensorflow_datasets as tfds
+
+    tfds_split = {"dev": "validation"}.get(split, split)
+    try:
+        dataset, info = tfds.load(name, split=tfds_split, data_dir=data_dir, with_info=True, download=False)
+    except Exception as e:  # tfds raises assorted types for "not prepared"
+        raise DataError(f"--tfds_name={name}: cannot load split {tfds_split} ({str(e).splitlines()[0]}); prepare "
+                        "it with `tfds build` first, or pass --data_dir with the CoNLL files") from None
+    names = info.features["ner"].feature.names
+    sentences = []
+    for index, row in enumerate(tfds.as_numpy(dataset)):
+        if len(row["tokens"]) != len(row["ner"]):
+            raise DataError(f"--tfds_name={name}: example {index} of {tfds_split} has {len(row['tokens'])} tokens "
+                            f"but {len(row['ner'])} tags")
+        sentences.append(Sentence([w.decode("utf-8") for w in row["tokens"]], [names[t] for t in row["ner"]],
+                                  index + 1))
+    if not sentences:
+        raise DataError(f"--tfds_name={name}: split {tfds_split} is empty")
+    return sentences
+
+
 @dataclasses.dataclass(frozen=True)
 class NerTask(Task):
     """Token tagging; the tag set comes from the training file (kept with the model)."""
 
-    def sentences(self, data_dir: str, split: str) -> list[Sentence]:
+    def sentences(self, data_dir: str | None, split: str, tfds_name: str | None = None) -> list[Sentence]:
+        if tfds_name:
+            return tfds_sentences(tfds_name, split, data_dir)
+        if not data_dir:
+            raise DataError("give --data_dir (the CoNLL files) or --tfds_name")
         return read_sentences(os.path.join(data_dir, FILES[split]))
 
     def metrics(self, predictions, labels) -> dict[str, float]:

@@ -47,6 +47,31 @@ def read_examples(path: str, is_training: bool, version_2: bool) -> tuple[list[S
         raise DataError(f"{path}: not found") from None
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e})") from None
+    return parse_examples(data, is_training, version_2, path), data
+
+
+def tfds_data(name: str, split: str, data_dir: str | None = None) -> list:
+    """A prepared TFDS SQuAD split (`squad/v1.1`, `squad/v2.0`) as the official JSON's `data` list."""
+    import tensorflow_datasets as tfds
+
+    try:
+        dataset = tfds.load(name, split=split, data_dir=data_dir, download=False)
+    except Exception as e:  # tfds raises assorted types for "not prepared"
+        raise DataError(f"--tfds_name={name}: cannot load split {split} ({str(e).splitlines()[0]}); prepare it "
+                        "with `tfds build` first, or pass the SQuAD JSON files") from None
+    paragraphs = []
+    for row in tfds.as_numpy(dataset):
+        answers = [{"text": t.decode("utf-8"), "answer_start": int(a)}
+                   for t, a in zip(row["answers"]["text"], row["answers"]["answer_start"])]
+        paragraphs.append({"context": row["context"].decode("utf-8"), "qas": [{
+            "id": row["id"].decode("utf-8"), "question": row["question"].decode("utf-8"), "answers": answers,
+            "is_impossible": bool(row.get("is_impossible", not answers))}]})
+    return [{"title": name, "paragraphs": paragraphs}]
+
+
+def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -> list[SquadExample]:
+    """SQuAD JSON `data` -> examples (see `read_examples`); `where` names the source in messages."""
+    path = where
     examples, misaligned = [], 0
     for article in data:
         for paragraph in article["paragraphs"]:
@@ -87,7 +112,7 @@ def read_examples(path: str, is_training: bool, version_2: bool) -> tuple[list[S
         logging.warning("%s: skipped %d question(s) whose answer text is not at its answer_start", path, misaligned)
     if not examples:
         raise DataError(f"{path}: no usable questions")
-    return examples, data
+    return examples
 
 
 @dataclasses.dataclass
