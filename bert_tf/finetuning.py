@@ -1,10 +1,12 @@
-"""Fine-tuning a pretrained BERT on a registered sentence (pair) task: the paper's section 4.1 recipe.
+"""Fine-tuning a pretrained BERT on a registered task (paper sections 4 and 5.3): sentence (pair)
+classification and regression (GLUE, XNLI), multiple choice (SWAG), extractive QA (SQuAD v1.1/v2.0) and tagging
+(CoNLL NER).
 
-`run_classifier` reads the task's examples (its files, or TFDS), tokenizes them in-graph, trains a
-`BertClassifier` (a regression head for STS-B) from `init_checkpoint` with the paper's optimizer for each learning
-rate of a small grid and each restart, keeps the best on dev by the task's main metric, and writes what the
-original run_classifier.py writes (`eval_results.txt`, `test_results.tsv`) plus the GLUE submission files and a
-self-contained model directory (`model.keras`, `task.json`, `vocab.txt`, `bert_config.json`) that export reads.
+Every task goes through the same `fit` (fresh head, weights from `init_checkpoint`, the paper's optimizer) and
+`grid_search` (each learning rate of a small grid and each restart, the best on dev by the task's main metric),
+writes what the original scripts write (`eval_results.txt`, `test_results.tsv`, SQuAD's `predictions.json`, ...)
+and saves a self-contained model directory (`model.keras`, `task.json`, `vocab.txt`, `bert_config.json`) that
+evaluation-only runs and export read.
 """
 
 from __future__ import annotations

@@ -154,7 +154,9 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         if not iterator_saved and int(step.numpy()):
             done = int(step.numpy())
             logging.warning("this strategy cannot save the input position; skipping %d batches to restore it", done)
-            iterator = iter(strategy.distribute_datasets_from_function(lambda context: dataset_fn(context).skip(done)))
+            # each step takes one batch per replica; a pipeline feeds replicas / pipelines of them
+            iterator = iter(strategy.distribute_datasets_from_function(lambda context: dataset_fn(context).skip(
+                done * max(1, context.num_replicas_in_sync // context.num_input_pipelines))))
     elif init_checkpoint:
         restore_weights(model, init_checkpoint)
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
