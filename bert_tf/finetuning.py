@@ -206,7 +206,8 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
             options, lambda rate, seed: fit(lambda: build_model(task, config, options), train_features,
                                             {"logits": train_labels}, options, rate, seed, strategy),
             lambda m: evaluate(m) if options.do_eval else {}, task.main_metric)
-        _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed)
+        _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed,
+              extra={"pairs": train[0].text_b is not None})
     else:
         model = _existing_model(output_dir, lambda: build_model(task, config, options), options)
 

@@ -27,7 +27,7 @@ def make_batch(config, batch=3, seq=11, seed=0, lengths=None):
     return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def minilm_dir():
     """HF-format directory of a real 6-layer uncased BERT (all-MiniLM-L6-v2): config.json, model.safetensors,
     vocab.txt. Installed by the README's test command; its absence is a set-up error, not a reason to skip."""
