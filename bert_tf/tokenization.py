@@ -346,7 +346,7 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
     Truncation is the original's longest-first (one token at a time from the longer segment), computed in closed
     form (see the comment in the code), tested against the loop.
     """
-    budget = seq_length - 1 - len(segments)
+    budget = tf.cast(seq_length, tf.int64) - 1 - len(segments)  # seq_length may be a tensor (exported packers)
     if len(segments) == 1:
         keep = [tf.minimum(segments[0].row_lengths(), budget)]
     else:
@@ -369,7 +369,9 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
         types += [tf.zeros_like(kept, tf.int64) + index, tf.zeros_like(sep) + index]
     ids = tf.concat(parts, axis=1)
     type_ids = tf.concat(types, axis=1)
-    word_ids = ids.to_tensor(default_value=pad_id, shape=[None, seq_length])
+    shape = [None, seq_length] if isinstance(seq_length, int) else \
+        tf.stack([ids.nrows(), tf.cast(seq_length, tf.int64)])
+    word_ids = ids.to_tensor(default_value=pad_id, shape=shape)
     return {"input_word_ids": tf.cast(word_ids, tf.int32),
-            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(shape=[None, seq_length]), tf.int32),
-            "input_type_ids": tf.cast(type_ids.to_tensor(shape=[None, seq_length]), tf.int32)}
+            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(shape=shape), tf.int32),
+            "input_type_ids": tf.cast(type_ids.to_tensor(shape=shape), tf.int32)}

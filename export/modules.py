@@ -56,19 +56,26 @@ class Preprocessor(tf.Module):
         """strings [batch] -> (ids, start byte offsets, end byte offsets), ragged [batch, (pieces)]."""
         return self.tokenizer.tokenize_with_offsets(text)
 
+    @tf.function
     def bert_pack_inputs(self, segments, seq_length=None):
-        """1 or 2 ragged id segments -> dict of int32 [batch, seq_length]: `[CLS] A [SEP] (B [SEP])`."""
-        return pack_inputs_graph(list(segments), seq_length or self.seq_length, self._cls, self._sep)
+        """1 or 2 ragged id segments -> dict of int32 [batch, seq_length]: `[CLS] A [SEP] (B [SEP])`.
+        Exported for one and two segments with `seq_length` an int32 scalar tensor (as TF-Hub preprocessors)."""
+        return pack_inputs_graph(list(segments), self.seq_length if seq_length is None else seq_length,
+                                 self._cls, self._sep)
 
     @tf.function(input_signature=[STRINGS])
     def serve_single(self, text):
-        return self.bert_pack_inputs([self.tokenizer(text)])
+        return pack_inputs_graph([self.tokenizer(text)], self.seq_length, self._cls, self._sep)
 
     @tf.function(input_signature=[STRINGS, STRINGS])
     def serve_pairs(self, text_a, text_b):
-        return self.bert_pack_inputs([self.tokenizer(text_a), self.tokenizer(text_b)])
+        return pack_inputs_graph([self.tokenizer(text_a), self.tokenizer(text_b)], self.seq_length, self._cls,
+                                 self._sep)
 
     def signatures(self) -> dict:
+        ragged = tf.RaggedTensorSpec([None, None], tf.int64)
+        for count in (1, 2):  # trace the packing for the saved object, as TF-Hub preprocessors have it
+            self.bert_pack_inputs.get_concrete_function([ragged] * count, tf.TensorSpec([], tf.int32))
         return {"serving_default": self.serve_single, "pairs": self.serve_pairs}
 
 

@@ -101,6 +101,18 @@ def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):
     want = encode([Example(str(i), a, b) for i, (a, b) in enumerate(zip(TEXTS_A, TEXTS_B))], vocab, True, 24)
     for key in ("input_word_ids", "input_mask", "input_type_ids"):
         np.testing.assert_array_equal(served[key], want[key])
+    # the TF-Hub-style pieces, from the reloaded object
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(tmp_path / "copied"))
+    packed = loaded.bert_pack_inputs([loaded.tokenize(tf.constant(TEXTS_A)), loaded.tokenize(tf.constant(TEXTS_B))],
+                                     tf.constant(24))
+    np.testing.assert_array_equal(packed["input_word_ids"].numpy(), want["input_word_ids"])
+    single = loaded.bert_pack_inputs([loaded.tokenize(tf.constant(["Hello world"]))], tf.constant(8))
+    assert single["input_word_ids"].shape == (1, 8) and int(loaded.cls_id) == int(want["input_word_ids"][0, 0])
+    ids, starts, ends = loaded.tokenize_with_offsets(tf.constant(["Naïve café"]))
+    spans = ["Naïve café".encode()[s:e].decode() for s, e in zip(starts[0].numpy(), ends[0].numpy())]
+    assert list(dict.fromkeys(spans)) == ["Naïve", "café"] and len(spans) == len(ids[0])
 
 
 def test_encoder_export_matches_keras_and_serves_predict_requests(minilm_dir, tmp_path):
