@@ -68,7 +68,7 @@ def _load_elsewhere(export_dir, tmp_path, signature, inputs):
 def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path):
     from bert_tf.finetuning import encode, load_finetuned
     from bert_tf.tasks import Example
-    from export.export_saved_model import export
+    from export.exporting import export
 
     report = export("classifier", str(tmp_path / "exported" / "1"), model_dir=str(finetuned / "model"))
     assert report["unregistered"] == []
@@ -93,7 +93,7 @@ def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path)
 def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):
     from bert_tf.finetuning import encode
     from bert_tf.tasks import Example
-    from export.export_saved_model import export
+    from export.exporting import export
 
     vocab = os.path.join(minilm_dir, "vocab.txt")
     export("preprocessor", str(tmp_path / "pre"), vocab_file=vocab, seq_length=24)
@@ -122,7 +122,7 @@ def test_encoder_export_matches_keras_and_serves_predict_requests(minilm_dir, tm
     from tensorflow_serving.apis import predict_pb2
 
     from bert_tf import checkpoints
-    from export.export_saved_model import export
+    from export.exporting import export
     from tests.conftest import make_batch
 
     export("encoder", str(tmp_path / "enc"), bert_config_file=os.path.join(minilm_dir, "config.json"),
