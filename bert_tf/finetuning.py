@@ -12,6 +12,7 @@ evaluation-only runs and export read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -22,6 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.tasks import DataError, Example, Task
+from bert_tf.training import write_lines, write_results
 
 TASK_FILE = "task.json"
 MODEL_FILE = "model.keras"
@@ -65,27 +67,33 @@ class FinetuneOptions:
 def encode(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, batch: int = 512) -> dict:
     """Examples -> the three model inputs as int32 arrays [n, max_seq_length], tokenized in-graph exactly as the
     original FullTokenizer and packed `[CLS] A [SEP] (B [SEP])` with longest-first truncation."""
-    from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
-
     if examples[0].choices:  # multiple choice: every (text_a, choice) pair, then [n, choices, seq]
         count = len(examples[0].choices)
         flat = [Example(e.guid, e.text_a, choice) for e in examples for choice in e.choices]
         packed = encode(flat, vocab_file, do_lower_case, max_seq_length, batch)
         return {key: value.reshape(len(examples), count, max_seq_length) for key, value in packed.items()}
+    pack = _packer(vocab_file, do_lower_case, max_seq_length, examples[0].text_b is not None)
+    parts = []
+    for start in range(0, len(examples), batch):
+        chunk = examples[start:start + batch]
+        parts.append(pack(tf.constant([e.text_a for e in chunk]), tf.constant([e.text_b or "" for e in chunk])))
+    return {key: np.concatenate([p[key].numpy() for p in parts]) for key in parts[0]}
+
+
+@functools.lru_cache(maxsize=4)
+def _packer(vocab_file: str, do_lower_case: bool, max_seq_length: int, pairs: bool):
+    """The compiled tokenize-and-pack function, built once per run (train, dev and test splits share it)."""
+    from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
+
     layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
     cls, sep = layer.vocab.index("[CLS]"), layer.vocab.index("[SEP]")
-    pairs = examples[0].text_b is not None
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
     def pack(a, b):
         segments = [layer(a), layer(b)] if pairs else [layer(a)]
         return pack_inputs_graph(segments, max_seq_length, cls, sep)
 
-    parts = []
-    for start in range(0, len(examples), batch):
-        chunk = examples[start:start + batch]
-        parts.append(pack(tf.constant([e.text_a for e in chunk]), tf.constant([e.text_b or "" for e in chunk])))
-    return {key: np.concatenate([p[key].numpy() for p in parts]) for key in parts[0]}
+    return pack
 
 
 def label_array(task: Task, examples, where: str) -> np.ndarray:
@@ -217,15 +225,15 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
             prefix = "eval" if split == "dev" else f"eval_{split.split('_', 1)[1]}"
             results[split] = scores
             name = "eval_results.txt" if split == "dev" else f"eval_results_{split.split('_', 1)[1]}.txt"
-            _write_lines(os.path.join(output_dir, name),
-                         [f"{prefix}_{k} = {v}" for k, v in sorted(scores.items())] +
-                         [f"global_step = {int(model.optimizer.iterations) if model.optimizer else 0}"])
+            step = int(model.optimizer.iterations) if model.optimizer else 0
+            write_results(os.path.join(output_dir, name),
+                          {**{f"{prefix}_{k}": v for k, v in scores.items()}, "global_step": step})
     if options.do_predict:
         for split, examples in tests.items():
             logits = _predict(model, encode_(examples), options.predict_batch_size)
             values = logits[:, :1] if task.kind == "regression" else keras.ops.softmax(logits).numpy()
             suffix = "" if split == "test" else f"_{split.split('_', 1)[1]}"
-            _write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
+            write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
                          ["\t".join(f"{v:.6f}" for v in row) for row in values])
             if hasattr(task, "write_submission"):
                 results[split] = task.write_submission(os.path.join(output_dir, "glue_submission"), split,
@@ -235,23 +243,18 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
     return results
 
 
-def _write_lines(path, lines):
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
-    os.replace(path + ".tmp", path)
-
-
 def _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed, extra=None):
     """The fine-tuned model as a directory export and serving read: model, task, labels, vocab, config."""
     tmp = os.path.join(output_dir, MODEL_FILE + ".tmp.keras")
     model.save(tmp)
     os.replace(tmp, os.path.join(output_dir, MODEL_FILE))
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt.tmp"))
+    os.replace(os.path.join(output_dir, "vocab.txt.tmp"), os.path.join(output_dir, "vocab.txt"))
     info = {"task": task.name, "kind": task.kind, "labels": list(task.labels), "max_seq_length":
             options.max_seq_length, "do_lower_case": options.do_lower_case, "learning_rate": learning_rate,
             "seed": seed, "num_train_epochs": options.num_train_epochs, **(extra or {})}
-    _write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
+    write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
 
 
 def load_finetuned(directory: str):
@@ -284,6 +287,7 @@ class SquadOptions(FinetuneOptions):
     train_batch_size: int = 32
     learning_rates: tuple[float, ...] = (5e-5,)
     num_train_epochs: float = 3.0
+    dropout_rate: float = 0.0  # on the token features; the original's span head has none
 
     def check(self):
         if not (self.do_train or self.do_predict):
@@ -347,17 +351,18 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
             scores.update(squad_eval.evaluate(predict_data, predictions))
         return scores, (predictions, nbest, null_odds), threshold
 
+    build = lambda: BertSpanQA(BertEncoder(config), dropout_rate=options.dropout_rate)  # noqa: E731
     if options.do_train:
         features = squad.convert_examples(train_examples, tokenizer, is_training=True, **convert)
         inputs = squad.feature_arrays(features)
         labels = {"start_logits": np.array([f.start_position for f in features], np.int32),
                   "end_logits": np.array([f.end_position for f in features], np.int32)}
         model, results["grid"], learning_rate, seed = grid_search(
-            options, lambda rate, seed: fit(lambda: BertSpanQA(BertEncoder(config)), inputs, labels, options, rate,
-                                            seed, strategy, {"start_logits": 0.5, "end_logits": 0.5}),
+            options, lambda rate, seed: fit(build, inputs, labels, options, rate, seed, strategy,
+                                            {"start_logits": 0.5, "end_logits": 0.5}),
             lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1")
     else:
-        model = _existing_model(output_dir, lambda: BertSpanQA(BertEncoder(config)), options)
+        model = _existing_model(output_dir, build, options)
         learning_rate = seed = None
 
     threshold = options.null_score_diff_threshold
@@ -371,8 +376,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         if version_2:
             _write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
         if scores:
-            _write_lines(os.path.join(output_dir, "eval_results.txt"), [f"{k} = {v}" for k, v in
-                                                                        sorted(scores.items())])
+            write_results(os.path.join(output_dir, "eval_results.txt"), scores)
         results["predict"] = scores
     if options.do_train:
         _save(model, squad_task(version_2), config, vocab_file, output_dir, options, learning_rate, seed,
@@ -412,7 +416,7 @@ def _saved_threshold(directory):
 
 
 def _write_json(path, data):
-    _write_lines(path, [json.dumps(data, indent=2, ensure_ascii=False)])
+    write_lines(path, [json.dumps(data, indent=2, ensure_ascii=False)])
 
 
 # --------------------------------------------------------------------------------------------------- NER
@@ -478,8 +482,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         model = _existing_model(output_dir, build, options)
     if options.do_eval:
         results["dev"] = evaluate(model)
-        _write_lines(os.path.join(output_dir, "eval_results.txt"),
-                     [f"eval_{k} = {v}" for k, v in sorted(results["dev"].items())])
+        write_results(os.path.join(output_dir, "eval_results.txt"),
+                      {f"eval_{k}": v for k, v in results["dev"].items()})
     if options.do_predict:
         sentences = data["test"][0]
         predicted = predict(model, "test")
@@ -487,7 +491,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         for sentence, tags_out in zip(sentences, predicted):
             lines += [f"{w} {g} {p}" for w, g, p in zip(sentence.words, sentence.tags or ["O"] * len(tags_out),
                                                           tags_out)] + [""]
-        _write_lines(os.path.join(output_dir, "test_predictions.txt"), lines)
+        write_lines(os.path.join(output_dir, "test_predictions.txt"), lines)
         if all(s.tags for s in sentences):
             results["test"] = task.metrics(predicted, [s.tags for s in sentences])
     return results

@@ -228,10 +228,13 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
 
 
 def write_results(path: str, results: dict) -> None:
-    """`key = value` lines, sorted, like the original's eval_results.txt (written atomically)."""
+    """`key = value` lines, sorted, like the original's eval_results.txt."""
+    write_lines(path, [f"{key} = {results[key]}" for key in sorted(results)])
+
+
+def write_lines(path: str, lines) -> None:
+    """Text lines written to a temporary name and renamed, so no reader sees half a file."""
     tmp = f"{path}.tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:
-        for key in sorted(results):
-            f.write(f"{key} = {results[key]}\n")
+        f.write("".join(f"{line}\n" for line in lines))
     tf.io.gfile.rename(tmp, path, overwrite=True)
-
