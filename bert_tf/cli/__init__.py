@@ -38,3 +38,50 @@ def strategy_from_flags(f):
 
     return get_strategy(f.strategy, tpu=f.tpu or ((f.tpu_name or "local") if f.use_tpu else None),
                         num_gpus=f.num_gpus)
+
+
+def define_finetuning_flags(max_seq_length: int = 128, dev: str = "dev", evaluates: bool = True,
+                            dropout_rate: float = 0.1) -> None:
+    """The flags every fine-tuning CLI shares (the original run_classifier/run_squad names), plus the strategy
+    flags. `dev` names what chooses among learning rates; `evaluates=False` leaves out --do_eval (run_squad
+    evaluates on the predict file)."""
+    from absl import flags
+
+    flags.DEFINE_string("bert_config_file", None, "bert_config.json (or HF config.json) of the pretrained model.")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
+    flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, results and predictions are written.")
+    flags.DEFINE_string("init_checkpoint", None, "Pretrained weights: an original TF1 checkpoint, an HF directory "
+                        "or one of ours.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models; --nodo_lower_case for cased).")
+    flags.DEFINE_integer("max_seq_length", max_seq_length, "Maximum length in word pieces of one input.")
+    flags.DEFINE_bool("do_train", False, "Whether to fine-tune.")
+    if evaluates:
+        flags.DEFINE_bool("do_eval", False, f"Whether to evaluate on {dev} (writes eval_results.txt).")
+        flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
+    flags.DEFINE_bool("do_predict", False, "Whether to predict on the test data.")
+    flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
+    flags.DEFINE_list("learning_rate", ["5e-5"], f"Peak learning rate, or a comma list to choose from on {dev}.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps with linear warmup.")
+    flags.DEFINE_integer("num_restarts", 1, f"Restarts per learning rate (other seeds), the best kept on {dev}.")
+    flags.DEFINE_float("dropout_rate", dropout_rate, "Dropout on the head's input.")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Original flag, accepted (the best model is saved at the "
+                         "end).")
+    define_distribution_flags()
+    flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
+
+
+def options_from_flags(f, cls):
+    """An options dataclass filled from the flags of the same names (`--learning_rate` gives `learning_rates`,
+    the comma list as floats); fields without a flag keep their defaults."""
+    import dataclasses
+
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name == "learning_rates" and "learning_rate" in f:
+            values[field.name] = tuple(float(rate) for rate in f.learning_rate)
+        elif field.name in f:
+            values[field.name] = getattr(f, field.name)
+    return cls(**values)

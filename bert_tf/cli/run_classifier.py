@@ -12,35 +12,16 @@ Data: the GLUE TSV files in --data_dir, or --tfds_name=glue/mrpc (already prepar
 
 from absl import app, flags
 
-from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, strategy_from_flags
+from bert_tf import cli
+from bert_tf.cli import USER_ERRORS, define_finetuning_flags, fail, options_from_flags, strategy_from_flags
 
-flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli.")
+flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, xnli[-lang], "
+                    "swag.")
 flags.DEFINE_string("data_dir", None, "Directory with the task's files (GLUE TSVs); with --tfds_name: TFDS data_dir.")
 flags.DEFINE_string("tfds_name", None, "Read the task from TFDS instead, e.g. glue/mrpc (must be prepared).")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
-flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, eval results and predictions are written.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained weights: an original TF1 checkpoint, an HF directory or "
-                    "one of ours.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum total length after WordPiece tokenization.")
-flags.DEFINE_bool("do_train", False, "Whether to fine-tune.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate on dev (writes eval_results.txt).")
-flags.DEFINE_bool("do_predict", False, "Whether to predict on test (test_results.tsv and GLUE submission files).")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
-flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-flags.DEFINE_list("learning_rate", ["5e-5"], "Peak learning rate, or a comma list to choose from on dev.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps with linear warmup.")
-flags.DEFINE_integer("num_restarts", 1, "Restarts per learning rate (different seeds), best kept on dev.")
-flags.DEFINE_float("dropout_rate", 0.1, "Dropout on the pooled output.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Original flag, accepted (the best model is saved at the "
-                     "end).")
-define_distribution_flags()
-flags.mark_flags_as_required(["task_name", "bert_config_file", "vocab_file", "output_dir"])
-
+define_finetuning_flags()
+flags.mark_flags_as_required(["task_name"])
+flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 
 def main(argv):
     del argv
@@ -51,13 +32,7 @@ def main(argv):
 
     try:
         strategy = strategy_from_flags(f)
-        rates = tuple(float(r) for r in f.learning_rate)
-        options = FinetuneOptions(
-            do_train=f.do_train, do_eval=f.do_eval, do_predict=f.do_predict, max_seq_length=f.max_seq_length,
-            do_lower_case=f.do_lower_case, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-            predict_batch_size=f.predict_batch_size, learning_rates=rates, num_train_epochs=f.num_train_epochs,
-            warmup_proportion=f.warmup_proportion, num_restarts=f.num_restarts, dropout_rate=f.dropout_rate,
-            random_seed=f.random_seed, init_checkpoint=f.init_checkpoint)
+        options = options_from_flags(f, FinetuneOptions)
         task = get_task(f.task_name)
         config = BertConfig.from_json_file(f.bert_config_file)
         results = run_classifier(task, config, f.vocab_file, f.output_dir, options, data_dir=f.data_dir,

@@ -10,31 +10,15 @@
 
 from absl import app, flags
 
-from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, strategy_from_flags
+from bert_tf import cli
+from bert_tf.cli import USER_ERRORS, define_finetuning_flags, fail, options_from_flags, strategy_from_flags
 
 flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test.txt; with --tfds_name: TFDS "
                     "data_dir.")
 flags.DEFINE_string("tfds_name", None, "Read a prepared TFDS dataset instead, e.g. conll2003.")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
-flags.DEFINE_string("output_dir", None, "Where the model, eval results and predictions are written.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained weights: original TF1 checkpoint, HF directory or ours.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models; use --nodo_lower_case for cased).")
-flags.DEFINE_integer("max_seq_length", 128, "Window length in word pieces; longer sentences are split.")
-flags.DEFINE_bool("do_train", False, "Whether to fine-tune.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate on valid.txt.")
-flags.DEFINE_bool("do_predict", False, "Whether to tag test.txt.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
-flags.DEFINE_list("learning_rate", ["5e-5"], "Peak learning rate, or a comma list to choose from on valid.txt.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps with linear warmup.")
-flags.DEFINE_integer("num_restarts", 1, "Restarts per learning rate, best kept on valid.txt.")
 flags.DEFINE_bool("label_all_subtokens", False, "Train every word piece on its word's tag (default: first piece).")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-define_distribution_flags()
-flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
-
+define_finetuning_flags(dev="valid.txt")
+flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 
 def main(argv):
     del argv
@@ -45,12 +29,7 @@ def main(argv):
 
     try:
         strategy = strategy_from_flags(f)
-        options = NerOptions(
-            do_train=f.do_train, do_eval=f.do_eval, do_predict=f.do_predict, max_seq_length=f.max_seq_length,
-            do_lower_case=f.do_lower_case, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-            learning_rates=tuple(float(r) for r in f.learning_rate), num_train_epochs=f.num_train_epochs,
-            warmup_proportion=f.warmup_proportion, num_restarts=f.num_restarts, random_seed=f.random_seed,
-            init_checkpoint=f.init_checkpoint, label_all_subtokens=f.label_all_subtokens)
+        options = options_from_flags(f, NerOptions)
         results = run_ner(BertConfig.from_json_file(f.bert_config_file), f.vocab_file, f.output_dir, options,
                           f.data_dir, strategy, tfds_name=f.tfds_name)
     except USER_ERRORS + (DataError, ValueError) as e:

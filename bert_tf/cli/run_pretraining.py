@@ -11,11 +11,10 @@ Phase 2 of the paper's recipe (sequence length 512) is a second run initialised 
 A run restarted with the same --output_dir resumes from its last checkpoint (model, optimizer, step, input).
 """
 
-import dataclasses
-
 from absl import app, flags
 
-from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, strategy_from_flags
+from bert_tf import cli
+from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, options_from_flags, strategy_from_flags
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
                     "'base', 'large', 'tiny').")
@@ -43,6 +42,7 @@ flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
 define_distribution_flags()
+flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
 
 
@@ -57,8 +57,7 @@ def main(argv):
 
     if f.deterministic:
         tf.config.experimental.enable_op_determinism()
-    names = {field.name for field in dataclasses.fields(PretrainingOptions)}
-    options = PretrainingOptions(**{name: getattr(f, name) for name in names})
+    options = options_from_flags(f, PretrainingOptions)
     try:
         strategy = strategy_from_flags(f)
         config = BertConfig.from_json_file(f.bert_config_file) if f.bert_config_file.endswith(".json") \

@@ -9,7 +9,11 @@
 
 from absl import app, flags
 
+from bert_tf import cli
 from bert_tf.cli import run_classifier
+
+flags.adopt_module_key_flags(cli)  # --helpshort lists the flags run_swag takes
+flags.adopt_module_key_flags(run_classifier)
 
 
 def run():
