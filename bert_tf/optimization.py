@@ -21,6 +21,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from bert_tf.losses import replica_sum
+
 # Variables without weight decay: biases (incl. the MLM `output_bias`) and LayerNorm's gamma/beta.
 NO_DECAY_PATTERN = r"bias$|^gamma$|^beta$"
 OPTIMIZERS = ("adamw", "lamb")
@@ -70,11 +72,7 @@ def _replica_context():
 
 def _all_replicas(flag):
     """True where `flag` is true on every replica (one scalar all-reduce)."""
-    context = _replica_context()
-    if context is None:
-        return flag
-    failures = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(flag, tf.float32))
-    return tf.equal(failures, 0.0)
+    return tf.equal(replica_sum(1.0 - tf.cast(flag, tf.float32)), 0.0)
 
 
 def _all_finite(tensors):
