@@ -306,8 +306,10 @@ class BertTokenizerLayer(keras.layers.Layer):
         merged = nested.merge_dims(1, 2)
         return merged, merged.with_flat_values(start), merged.with_flat_values(end)
 
-    def tokenize_with_offsets(self, text):
-        """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
+    def tokenize_words_with_offsets(self, text):
+        """strings [batch] -> (ids [batch, (words), (pieces)], word starts, word ends [batch, (words)], piece
+        starts, piece ends [batch, (words), (pieces)]), offsets in input bytes; words as the basic tokenizer splits
+        them (whitespace, punctuation, CJK), each with at least one piece."""
         text = tf.convert_to_tensor(text, tf.string)
         words, starts, ends = self.split_words(text)
         flat, too_long = _cap_long_words(words.flat_values)
@@ -319,8 +321,13 @@ class BertTokenizerLayer(keras.layers.Layer):
         exact = tf.gather(same_length & ~too_long, row)
         start = tf.where(exact, word_start + piece_starts.flat_values, word_start)
         end = tf.where(exact, word_start + piece_ends.flat_values, word_end)
-        by_row = words.with_flat_values(ids).merge_dims(1, 2)
-        return by_row, by_row.with_flat_values(start), by_row.with_flat_values(end)
+        by_word = words.with_flat_values(ids)
+        return by_word, starts, ends, by_word.with_flat_values(start), by_word.with_flat_values(end)
+
+    def tokenize_with_offsets(self, text):
+        """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
+        ids, _, _, starts, ends = self.tokenize_words_with_offsets(text)
+        return ids.merge_dims(1, 2), starts.merge_dims(1, 2), ends.merge_dims(1, 2)
 
     def call(self, text):
         """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""

@@ -1,6 +1,10 @@
 """Export SavedModels for TF Serving that take raw strings (tensorflow-text preprocessing in the graph).
 
   python -m export.export_saved_model --kind=classifier --model_dir=runs/mrpc --export_dir=exports/mrpc/1
+  python -m export.export_saved_model --kind=span_qa --model_dir=runs/squad --export_dir=exports/squad/1
+  (likewise --kind=tagger for run_ner's output, --kind=multiple_choice for run_swag's)
+  python -m export.export_saved_model --kind=mlm --bert_config_file=bert_config.json \
+      --init_checkpoint=bert_model.ckpt --vocab_file=vocab.txt --export_dir=exports/mlm/1
   python -m export.export_saved_model --kind=preprocessor --vocab_file=vocab.txt --export_dir=exports/pre/1
   python -m export.export_saved_model --kind=encoder --bert_config_file=bert_config.json \
       --init_checkpoint=bert_model.ckpt --export_dir=exports/encoder/1
@@ -15,12 +19,18 @@ from export.exporting import KINDS, export
 
 flags.DEFINE_enum("kind", None, list(KINDS), "What to export.")
 flags.DEFINE_string("export_dir", None, "Output directory (e.g. exports/model/1 for TF Serving's version dirs).")
-flags.DEFINE_string("model_dir", None, "--kind=classifier: the output_dir of run_classifier.")
-flags.DEFINE_string("vocab_file", None, "--kind=preprocessor: the vocabulary.")
-flags.DEFINE_bool("do_lower_case", True, "--kind=preprocessor: lower-case the input.")
+flags.DEFINE_string("model_dir", None, "Task kinds: the output_dir of run_classifier / run_squad / run_ner / run_swag.")
+flags.DEFINE_string("vocab_file", None, "--kind=preprocessor|mlm: the vocabulary.")
+flags.DEFINE_bool("do_lower_case", None, "--kind=preprocessor|mlm: lower-case the input (default true); task kinds "
+                  "use the model's setting.")
 flags.DEFINE_integer("seq_length", None, "Packed sequence length (default: the model's max_seq_length, or 128).")
-flags.DEFINE_string("bert_config_file", None, "--kind=encoder: bert_config.json.")
-flags.DEFINE_string("init_checkpoint", None, "--kind=encoder: weights (original TF1, HF directory or ours).")
+flags.DEFINE_integer("doc_stride", None, "span_qa / tagger: window stride for long inputs (default: the model's, or "
+                     "half a window).")
+flags.DEFINE_integer("top_k", 5, "--kind=mlm: fill-ins returned per [MASK].")
+flags.DEFINE_string("bert_config_file", None, "--kind=encoder|mlm: bert_config.json.")
+flags.DEFINE_string("init_checkpoint", None, "--kind=encoder|mlm: weights (original TF1, HF directory or ours).")
+flags.DEFINE_string("serving_tf_text", None, "The tensorflow-text version of the target TF Serving (= its release, "
+                    "e.g. 2.11): refuse an export whose ops it lacks.")
 
 
 def main(argv):
@@ -33,11 +43,14 @@ def main(argv):
     try:
         report = export(f.kind, f.export_dir, model_dir=f.model_dir, vocab_file=f.vocab_file,
                         do_lower_case=f.do_lower_case, seq_length=f.seq_length, bert_config_file=f.bert_config_file,
-                        init_checkpoint=f.init_checkpoint)
+                        init_checkpoint=f.init_checkpoint, doc_stride=f.doc_stride, top_k=f.top_k,
+                        serving_tf_text=f.serving_tf_text)
     except USER_ERRORS + (ValueError,) as e:
         fail("export_saved_model", e)
-    print(f"export_saved_model: wrote {f.export_dir}; ops beyond core TensorFlow (tensorflow-text "
-          f"{report['tensorflow_text_version']}): {', '.join(report['tensorflow_text']) or 'none'}")
+    needs = report["min_tensorflow_text"]
+    print(f"export_saved_model: wrote {f.export_dir}; ops beyond core TensorFlow: "
+          + (", ".join(f"{op} (tensorflow-text >= {v})" for op, v in sorted(needs.items())) or "none")
+          + (f"; loads in TF Serving >= {report['min_tensorflow_text_overall']}" if needs else ""))
 
 
 def run():

@@ -1,4 +1,11 @@
-"""Writing the SavedModels: one function per the CLI's `--kind`, shared by the CLI and user code."""
+"""Writing the SavedModels: one function for every `--kind` of the CLI, shared by the CLI and user code.
+
+Task kinds (`classifier`, `span_qa`, `tagger`, `multiple_choice`) read a model directory written by fine-tuning
+(`model.keras`, `task.json`, `vocab.txt`): the task registry's `kind` in task.json says which export fits, and the
+settings the model was trained with (sequence length, casing, SQuAD's stride and null threshold, label names) are
+taken from there. `encoder` and `mlm` read a pretraining checkpoint (original TF1 names, an HF directory, or ours)
+with its `bert_config.json` and `vocab.txt`.
+"""
 
 from __future__ import annotations
 
@@ -9,59 +16,133 @@ import tempfile
 
 import tensorflow as tf
 
-KINDS = ("preprocessor", "encoder", "classifier")
+# --kind -> the task-registry kinds it exports
+TASK_KINDS = {"classifier": ("classification", "regression"), "span_qa": ("span_qa",), "tagger": ("tagging",),
+              "multiple_choice": ("multiple_choice",)}
+KINDS = ("preprocessor", "encoder", "mlm", *TASK_KINDS)
+TRAINED_BY = {"classifier": "run_classifier", "span_qa": "run_squad", "tagger": "run_ner",
+              "multiple_choice": "run_swag"}
 
 
 def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_file: str | None = None,
-           do_lower_case: bool = True, seq_length: int | None = None, bert_config_file: str | None = None,
-           init_checkpoint: str | None = None) -> dict:
-    """Writes the SavedModel of `kind` to `export_dir`; returns its op audit."""
-    from bert_tf.finetuning import MODEL_FILE, TASK_FILE, load_finetuned
+           do_lower_case: bool | None = None, seq_length: int | None = None, bert_config_file: str | None = None,
+           init_checkpoint: str | None = None, doc_stride: int | None = None, top_k: int = 5,
+           serving_tf_text: str | None = None) -> dict:
+    """Writes the SavedModel of `kind` to `export_dir` (atomically: a temporary directory renamed into place);
+    returns its op audit (see `export.ops.check`; `serving_tf_text` is the tensorflow-text version linked into the
+    target TF Serving, checked against what the graph's ops need)."""
     from export import ops
-    from export.modules import ClassifierModule, EncoderModule, Preprocessor
 
     if kind not in KINDS:
         raise ValueError(f"--kind={kind!r}: expected one of {', '.join(KINDS)}")
-    if kind == "classifier":
-        if not model_dir or not os.path.exists(os.path.join(model_dir, MODEL_FILE)):
-            raise FileNotFoundError(f"--model_dir={model_dir}: no fine-tuned model ({MODEL_FILE}, {TASK_FILE}); "
-                                    "train one with run_classifier")
-        with open(os.path.join(model_dir, TASK_FILE), encoding="utf-8") as f:
-            info = json.load(f)
-        if info["kind"] not in ("classification", "regression"):
-            raise ValueError(f"--model_dir={model_dir} holds a {info['kind']} model; --kind=classifier exports "
-                             "classification and regression models")
-        preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), info["do_lower_case"],
-                                    seq_length or info["max_seq_length"])
-        labels_file = os.path.join(tempfile.mkdtemp(prefix="bert_tf_export_"), "labels.txt")
-        with open(labels_file, "w", encoding="utf-8") as f:
-            f.write("".join(f"{label}\n" for label in info["labels"]))
-        module = ClassifierModule(load_finetuned(model_dir), preprocessor, info["labels"], pairs=info["pairs"],
-                                  regression=info["kind"] == "regression", labels_file=labels_file)
+    if kind in TASK_KINDS:
+        module = _task_module(kind, model_dir, seq_length, doc_stride)
     elif kind == "preprocessor":
+        from export.modules import Preprocessor
+
         if not vocab_file:
             raise ValueError("--kind=preprocessor needs --vocab_file")
-        module = Preprocessor(vocab_file, do_lower_case, seq_length or 128)
+        module = Preprocessor(vocab_file, True if do_lower_case is None else do_lower_case, seq_length or 128)
     else:
-        from bert_tf.config import BertConfig
-        from bert_tf.models import BertEncoder
-        from bert_tf.training import restore_weights
+        module = _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length,
+                                    top_k)
+    from export.modules import track_captured_variables
 
-        if not bert_config_file:
-            raise ValueError("--kind=encoder needs --bert_config_file (and --init_checkpoint)")
-        encoder = BertEncoder(BertConfig.from_json_file(bert_config_file))
-        if init_checkpoint:
-            restore_weights(encoder, init_checkpoint)
-        module = EncoderModule(encoder)
+    functions = list(module.signatures().values())
+    if hasattr(module, "mlm"):
+        track_captured_variables(module.mlm, [module.mlm.__call__])
+    track_captured_variables(module, functions)
     tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
-    report = ops.check(tmp)
-    os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-    with open(os.path.join(tmp, "assets.extra", "ops.json"), "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
+    try:
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        report = ops.check(tmp, serving_tf_text)
+        os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+        with open(os.path.join(tmp, "assets.extra", "ops.json"), "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if os.path.exists(export_dir):
         shutil.rmtree(export_dir)
     os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
     os.replace(tmp, export_dir)
     return report
+
+
+def _task_module(kind, model_dir, seq_length, doc_stride):
+    from bert_tf.finetuning import MODEL_FILE, TASK_FILE, load_finetuned
+    from export.modules import ClassifierModule, Preprocessor
+    from export.task_modules import MultipleChoiceModule, SpanQAModule, TaggerModule
+
+    if not model_dir or not os.path.exists(os.path.join(model_dir, MODEL_FILE)):
+        raise FileNotFoundError(f"--model_dir={model_dir}: no fine-tuned model ({MODEL_FILE}, {TASK_FILE}); "
+                                f"train one with {TRAINED_BY[kind]}")
+    with open(os.path.join(model_dir, TASK_FILE), encoding="utf-8") as f:
+        info = json.load(f)
+    if info["kind"] not in TASK_KINDS[kind]:
+        fitting = next((k for k, kinds in TASK_KINDS.items() if info["kind"] in kinds), None)
+        raise ValueError(f"--model_dir={model_dir} holds a {info['kind']} model ({info['task']}); "
+                         f"--kind={kind} exports {' and '.join(TASK_KINDS[kind])} models"
+                         + (f"; use --kind={fitting}" if fitting else ""))
+    preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), info["do_lower_case"],
+                                seq_length or info["max_seq_length"])
+    model = load_finetuned(model_dir)
+    if kind == "classifier":
+        return ClassifierModule(model, preprocessor, info["labels"], pairs=info["pairs"],
+                                regression=info["kind"] == "regression", labels_file=_labels_file(info["labels"]))
+    if kind == "span_qa":
+        return SpanQAModule(model, preprocessor, max_query_length=info["max_query_length"],
+                            doc_stride=doc_stride or info["doc_stride"], max_answer_length=info["max_answer_length"],
+                            version_2=info["version_2_with_negative"],
+                            null_threshold=info.get("null_score_diff_threshold"))
+    if kind == "tagger":
+        module = TaggerModule(model, preprocessor, info["labels"], doc_stride)
+        module.labels_file = tf.saved_model.Asset(_labels_file(info["labels"]))
+        return module
+    return MultipleChoiceModule(model, preprocessor)
+
+
+def _labels_file(labels) -> str:
+    path = os.path.join(tempfile.mkdtemp(prefix="bert_tf_export_"), "labels.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{label}\n" for label in labels))
+    return path
+
+
+def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
+    """(BertPretrainer, whether the checkpoint had the MLM head) from any checkpoint `restore_weights` reads."""
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertEncoder, BertPretrainer
+    from bert_tf.training import restore_weights
+
+    pretrainer = BertPretrainer(BertEncoder(BertConfig.from_json_file(bert_config_file)))
+    if not init_checkpoint:
+        return pretrainer, False
+    before = [v.numpy() for v in pretrainer.masked_lm.weights]
+    restore_weights(pretrainer, init_checkpoint)
+    after = [v.numpy() for v in pretrainer.masked_lm.weights]
+    return pretrainer, any((a != b).any() for a, b in zip(before, after))
+
+
+def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length, top_k):
+    from export.modules import EncoderModule, Preprocessor
+    from export.task_modules import MaskedLMModule, MaskedLMSubModule
+
+    if not bert_config_file:
+        raise ValueError(f"--kind={kind} needs --bert_config_file (and --init_checkpoint)")
+    pretrainer, has_mlm = load_pretrainer(bert_config_file, init_checkpoint)
+    if kind == "encoder":
+        module = EncoderModule(pretrainer.encoder)
+        if has_mlm:
+            module.mlm = MaskedLMSubModule(pretrainer)
+        return module
+    if not vocab_file:
+        raise ValueError("--kind=mlm needs --vocab_file")
+    if not has_mlm:
+        raise ValueError(f"--init_checkpoint={init_checkpoint}: no masked-LM head (cls/predictions/*) in this "
+                         "checkpoint; --kind=mlm needs a pretraining checkpoint (run_pretraining writes one)")
+    preprocessor = Preprocessor(vocab_file, True if do_lower_case is None else do_lower_case, seq_length or 128)
+    if "[MASK]" not in preprocessor.tokenizer.vocab:
+        raise ValueError(f"--vocab_file={vocab_file}: has no [MASK] token")
+    return MaskedLMModule(pretrainer, preprocessor, top_k)

@@ -23,6 +23,27 @@ from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
 STRINGS = tf.TensorSpec([None], tf.string)
 
 
+def hold(module: tf.Module, name: str, model) -> None:
+    """Keeps a Keras model on `module` without tf.Module's object tracking seeing it.
+
+    Tracked, a Keras 3 model saves its `keras.Variable` wrappers while the serving functions capture the
+    tf.Variables inside them; `tf.saved_model.load` copes, but the session-based loader that TF Serving uses
+    restores the wrappers and leaves the captured variables uninitialised ("Could not find variable ..."). The
+    captured variables are tracked instead, by `track_captured_variables`, as Keras's own ExportArchive does."""
+    object.__setattr__(module, name, model)
+
+
+def track_captured_variables(module: tf.Module, functions) -> None:
+    """Tracks on `module` every variable that the (input-signature) tf.functions capture."""
+    seen, variables = set(), []
+    for function in functions:
+        for variable in function.get_concrete_function().variables:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                variables.append(variable)
+    module.captured_variables = variables
+
+
 class Preprocessor(tf.Module):
     """Text -> BERT inputs, in the graph. Long inputs are truncated longest-first to `seq_length` (the original's
     rule); `seq_length` defaults to the value given at export and can be passed to `bert_pack_inputs`.
@@ -84,7 +105,7 @@ class EncoderModule(tf.Module):
 
     def __init__(self, encoder, name="encoder"):
         super().__init__(name=name)
-        self.encoder = encoder
+        hold(self, "encoder", encoder)
 
     @tf.function(input_signature=[{key: tf.TensorSpec([None, None], tf.int32, name=key)
                                    for key in ("input_word_ids", "input_mask", "input_type_ids")}])
@@ -105,7 +126,7 @@ class ClassifierModule(tf.Module):
     def __init__(self, model, preprocessor: Preprocessor, labels, pairs: bool, regression: bool, labels_file=None,
                  name="classifier"):
         super().__init__(name=name)
-        self.model = model
+        hold(self, "model", model)
         self.preprocessor = preprocessor
         self.pairs, self.regression = pairs, regression
         self.label_names = tf.constant(list(labels) or [""])

@@ -44,14 +44,27 @@ assert not any(m.split(".")[0] in ("bert_tf", "export") for m in sys.modules)
 args = json.loads(sys.argv[1])
 loaded = tf.saved_model.load(args["dir"])
 signature = loaded.signatures[args["signature"]]
-outputs = signature(**{k: tf.constant(v) for k, v in args["inputs"].items()})
-print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else [s.decode() for s in v.numpy()]
-                  for k, v in outputs.items()}))
+outputs = {k: v.numpy() for k, v in signature(**{k: tf.constant(v) for k, v in args["inputs"].items()}).items()}
+# The session-based loader, which TF Serving's C++ loader mirrors (restore op, init op, feeds by tensor name):
+with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], args["dir"])
+    signature_def = meta.signature_def[args["signature"]]
+    fetched = session.run({k: v.name for k, v in signature_def.outputs.items()},
+                          {signature_def.inputs[k].name: v for k, v in args["inputs"].items()})
+assert set(fetched) == set(outputs)
+for key, value in outputs.items():
+    if value.dtype == object:
+        assert (fetched[key] == value).all(), key
+    else:
+        np.testing.assert_allclose(fetched[key], value, atol=1e-5, err_msg=key)
+plain = lambda v: [plain(x) for x in v] if isinstance(v, list) else v.decode() if isinstance(v, bytes) else v
+print(json.dumps({k: plain(v.tolist()) for k, v in outputs.items()}))
 '''
 
 
 def _load_elsewhere(export_dir, tmp_path, signature, inputs):
-    """Copy the export, then run a signature in a fresh process that imports only TF and tensorflow-text."""
+    """Copy the export, then run a signature in a fresh process that imports only TF and tensorflow-text, with
+    `tf.saved_model.load` and with the session-based loader (the two must agree)."""
     copy = tmp_path / "copied"
     shutil.copytree(export_dir, copy)
     shutil.rmtree(export_dir)  # nothing may point back to where it was written
@@ -74,6 +87,7 @@ def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path)
     assert report["unregistered"] == []
     assert set(report["tensorflow_text"]) == {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8",
                                               "RegexSplitWithOffsets"}
+    assert report["min_tensorflow_text_overall"] == "2.7.0"  # FastWordpieceTokenizer's first release
     served, copy = _load_elsewhere(tmp_path / "exported" / "1", tmp_path, "serving_default",
                                    {"text_a": TEXTS_A, "text_b": TEXTS_B})
     model = load_finetuned(str(finetuned / "model"))
@@ -151,3 +165,37 @@ def test_export_errors_are_one_line(tmp_path):
                          text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
     assert out.returncode == 1 and "export_saved_model: error:" in out.stderr and "Traceback" not in out.stderr
     assert "no fine-tuned model" in out.stderr and not (tmp_path / "x").exists()
+
+
+def test_saved_model_cli_shows_and_runs_the_classifier(finetuned, tmp_path):
+    """`saved_model_cli show --all` lists the raw-string signature; `run` (through export.saved_model_cli, which
+    registers the tensorflow-text ops) loads the export with the TF1 session loader, the one TF Serving's C++ code
+    mirrors, and gives the same label as tf.saved_model.load; an export for a server whose tensorflow-text is
+    older than the ops is refused before anything is written."""
+    import tensorflow as tf
+
+    from export.exporting import export
+
+    export_dir = str(tmp_path / "cls")
+    export("classifier", export_dir, model_dir=str(finetuned / "model"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    show = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show", "--all", "--dir",
+                           export_dir], capture_output=True, text=True, env=env, timeout=300)
+    assert show.returncode == 0, show.stderr[-2000:]
+    default = show.stdout.split("signature_def['serving_default']:")[1]
+    for line in ("inputs['text_a'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)",
+                 "outputs['label'] tensor_info:\n        dtype: DT_STRING",
+                 "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)"):
+        assert line in default
+    run = subprocess.run([sys.executable, "-m", "export.saved_model_cli", "run", "--dir", export_dir, "--tag_set",
+                          "serve", "--signature_def", "serving_default", "--input_exprs",
+                          'text_a=["The cat sat.", "Naïve"];text_b=["A cat.", ""]'], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    printed = run.stdout.split("Result for output key label:")[1].splitlines()[1]
+    want = tf.saved_model.load(export_dir).signatures["serving_default"](
+        text_a=tf.constant(["The cat sat.", "Naïve"]), text_b=tf.constant(["A cat.", ""]))["label"].numpy()
+    assert printed == str(want.tolist()).replace(", ", " ")
+    with pytest.raises(ValueError, match="FastWordpieceTokenizeWithOffsets"):
+        export("classifier", str(tmp_path / "old"), model_dir=str(finetuned / "model"), serving_tf_text="2.6")
+    assert not (tmp_path / "old").exists() and not list(tmp_path.glob("old.tmp*"))

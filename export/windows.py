@@ -1,0 +1,75 @@
+"""In-graph windowing of long inputs, as the original run_squad does it, for the span-QA and tagger exports.
+
+A sequence of `n` word pieces that does not fit in `room` positions is cut into windows of `room` pieces that start
+every `stride` pieces (the last window ends at the sequence's end); every piece is then read from the window that
+gives it the most context: the largest min(left, right) + 0.01 * window length, the first such window on ties
+(`bert_tf.tasks.squad._max_context`, computed for all windows at once). All functions take and return tensors, so
+they run inside the exported serving functions; `room` may differ per example (after the question in QA).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def plan(lengths, room, stride: int):
+    """Windows of every example: (example index, first piece, number of pieces), each int64 [windows].
+
+    `lengths` int64 [batch] pieces per example, `room` int64 [batch] (or scalar) pieces per window. An empty
+    example gets one empty window, as in the original."""
+    lengths = tf.cast(lengths, tf.int64)
+    room = tf.broadcast_to(tf.cast(room, tf.int64), tf.shape(lengths, out_type=tf.int64))
+    step = tf.minimum(room, stride)
+    count = tf.where(lengths <= room, tf.ones_like(lengths), (lengths - room + step - 1) // step + 1)
+    example = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)
+    k = tf.ragged.range(count).flat_values
+    start = k * tf.gather(step, example)
+    length = tf.minimum(tf.gather(lengths, example) - start, tf.gather(room, example))
+    return example, start, length
+
+
+def gather_windows(pieces, example, start, length):
+    """The pieces of every window: ragged [batch, (n)] -> ragged [windows, (length)]."""
+    first = tf.gather(pieces.row_splits, example) + start
+    index = tf.ragged.range(first, first + length)
+    return index.with_flat_values(tf.gather(pieces.flat_values, index.flat_values))
+
+
+def global_index(pieces, example, start, width: int):
+    """Flat index into `pieces.flat_values` of window position j, int64 [windows, width] (meaningful for j <
+    length only)."""
+    return (tf.gather(pieces.row_splits, example) + start)[:, None] + tf.range(width, dtype=tf.int64)[None, :]
+
+
+def max_context(example, start, length, width):
+    """bool [windows, width]: whether window w is the one that gives its j-th piece the most context (False for
+    j >= length). Windows of an example are consecutive, and a piece lies in at most ceil(room / stride) + 1 of
+    them, so each window is compared with that many neighbours on either side."""
+    windows = tf.size(example, out_type=tf.int64)
+    span = tf.reduce_max(tf.concat([length, [1]], 0))
+    gap = tf.reduce_min(tf.concat([tf.where(example[1:] == example[:-1], start[1:] - start[:-1], span), [span]],
+                                  0))
+    reach = span // tf.maximum(gap, 1) + 1
+    offsets = tf.range(-reach, reach + 1)  # [K]
+    other = tf.range(windows)[:, None] + offsets[None, :]  # [W, K]
+    inside = (other >= 0) & (other < windows)
+    other = tf.clip_by_value(other, 0, tf.maximum(windows - 1, 0))
+    same = inside & tf.equal(tf.gather(example, other), example[:, None])
+    position = start[:, None] + tf.range(width, dtype=tf.int64)[None, :]  # [W, J]: piece index in the example
+
+    def score(first, size, p):  # 100 x the original's float score, in integers so that ties are exact
+        last = first + size - 1
+        return tf.where((p >= first) & (p <= last), 100 * tf.minimum(p - first, last - p) + size, -1)
+
+    scores = score(tf.gather(start, other)[:, None, :], tf.gather(length, other)[:, None, :], position[:, :, None])
+    scores = tf.where(same[:, None, :], scores, -1)  # [W, J, K]
+    best = tf.argmax(scores, axis=-1, output_type=tf.int64)  # the first maximum: the lowest window index
+    is_self = tf.equal(tf.gather(offsets, best), 0)
+    return is_self & (tf.range(width, dtype=tf.int64)[None, :] < length[:, None])
+
+
+def char_offsets(text, byte_offsets):
+    """Byte offsets into `text` [batch] (int64 [batch, n], dense) -> Unicode code-point offsets, same shape."""
+    _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")
+    sorted_starts = char_starts.to_tensor(default_value=tf.int64.max)
+    return tf.searchsorted(sorted_starts, tf.cast(byte_offsets, tf.int64), side="left", out_type=tf.int64)
