@@ -33,6 +33,13 @@ def hold(module: tf.Module, name: str, model) -> None:
     object.__setattr__(module, name, model)
 
 
+def trim(inputs: dict) -> dict:
+    """Packed inputs cut to the longest row of the batch: the padding beyond it changes no output (attention never
+    reads padded positions), so a short request costs a short sequence, not `seq_length`."""
+    width = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1)), 1)
+    return {key: value[..., :width] for key, value in inputs.items()}
+
+
 def track_captured_variables(module: tf.Module, functions) -> None:
     """Tracks on `module` every variable that the (input-signature) tf.functions capture."""
     seen, variables = set(), []
@@ -121,7 +128,8 @@ class EncoderModule(tf.Module):
 
 class ClassifierModule(tf.Module):
     """Raw text -> `probabilities` [batch, classes] and `label` (name of the most probable class); for a
-    regression task `score` [batch]. Pair tasks take `text_a` and `text_b`, single-sentence tasks `text`."""
+    regression task `score` [batch]. Pair tasks take `text_a` and `text_b`, single-sentence tasks `text`. Inputs
+    are truncated to `seq_length` as in training; the batch runs at the length of its longest row."""
 
     def __init__(self, model, preprocessor: Preprocessor, labels, pairs: bool, regression: bool, labels_file=None,
                  name="classifier"):
@@ -139,7 +147,7 @@ class ClassifierModule(tf.Module):
             self.serve = tf.function(self._single, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
 
     def _outputs(self, inputs):
-        logits = self.model(inputs)["logits"]
+        logits = self.model(trim(inputs))["logits"]
         if self.regression:
             return {"score": logits[:, 0]}
         probabilities = tf.nn.softmax(logits, axis=-1)

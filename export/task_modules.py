@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from bert_tf.tokenization import pack_inputs_graph
 from export import windows
-from export.modules import hold
+from export.modules import hold, trim
 
 NEG = -1e30  # "no candidate" score: finite, so that serving JSON stays valid
 
@@ -173,8 +173,8 @@ class MultipleChoiceModule(tf.Module):
     def _serve(self, context, endings):
         pre = self.preprocessor
         choices = tf.shape(endings)[1]
-        packed = pre.serve_pairs(tf.repeat(context, choices), tf.reshape(endings, [-1]))
-        inputs = {key: tf.reshape(value, [-1, choices, pre.seq_length]) for key, value in packed.items()}
+        packed = trim(pre.serve_pairs(tf.repeat(context, choices), tf.reshape(endings, [-1])))
+        inputs = {key: tf.reshape(value, [-1, choices, tf.shape(value)[-1]]) for key, value in packed.items()}
         probabilities = tf.nn.softmax(self.model(inputs)["logits"], axis=-1)
         return {"probabilities": probabilities, "best": tf.argmax(probabilities, axis=-1)}
 
