@@ -133,9 +133,11 @@ def _eval_loss(task, logits, labels) -> float:
     return float(-log_probs[np.arange(len(labels)), labels].mean())
 
 
-def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None, sample_weights=None):
+def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None, sample_weights=None,
+        callbacks=None):
     """One fine-tuning run: `build()` a fresh model under the strategy, load `options.init_checkpoint` into it,
-    train it with the paper's optimizer (warmup over `warmup_proportion` of the steps); returns the model."""
+    train it with the paper's optimizer (warmup over `warmup_proportion` of the steps); returns the model.
+    `callbacks`: Keras callbacks for `model.fit` (e.g. to follow the training)."""
     import keras
 
     from bert_tf.optimization import create_optimizer
@@ -155,7 +157,8 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
     parts = (inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)
     dataset = tf.data.Dataset.from_tensor_slices(parts)
     dataset = dataset.shuffle(count, seed=seed).repeat().batch(options.train_batch_size)
-    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0)
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0,
+              callbacks=callbacks)
     return model
 
 
@@ -185,8 +188,9 @@ def read_split(task: Task, split: str, data_dir: str | None, tfds_name: str | No
 
 
 def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options: FinetuneOptions,
-                   data_dir: str | None = None, tfds_name: str | None = None, strategy=None) -> dict:
-    """Fine-tunes, evaluates and predicts as the original run_classifier.py; returns the figures."""
+                   data_dir: str | None = None, tfds_name: str | None = None, strategy=None, callbacks=None) -> dict:
+    """Fine-tunes, evaluates and predicts as the original run_classifier.py; returns the figures. `callbacks`
+    go to every training run's `model.fit`."""
     import keras
 
     options.check()
@@ -212,7 +216,8 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
         train_features, train_labels = encode_(train), label_array(task, train, f"{task.name} train")
         model, results["grid"], learning_rate, seed = grid_search(
             options, lambda rate, seed: fit(lambda: build_model(task, config, options), train_features,
-                                            {"logits": train_labels}, options, rate, seed, strategy),
+                                            {"logits": train_labels}, options, rate, seed, strategy,
+                                            callbacks=callbacks),
             lambda m: evaluate(m) if options.do_eval else {}, task.main_metric)
         _save(model, task, config, vocab_file, output_dir, options, learning_rate, seed,
               extra={"pairs": train[0].text_b is not None})

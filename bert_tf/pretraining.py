@@ -245,13 +245,15 @@ def build_pretrainer(config, options: PretrainingOptions):
     return model
 
 
-def run_pretraining(config, input_file, output_dir: str, options: PretrainingOptions, strategy=None) -> dict:
+def run_pretraining(config, input_file, output_dir: str, options: PretrainingOptions, strategy=None,
+                    progress=None) -> dict:
     """Trains and/or evaluates BERT on pretraining records as the original run_pretraining.py does.
 
     Checks the records against the flags first. Training resumes from `output_dir` when it holds checkpoints
     (`bert_tf.training.train`); at the end it writes `<output_dir>/bert_model/` laid out like a released model:
     `bert_config.json`, `bert_model.ckpt` (original TF1 names, for fine-tuning with any BERT code) and the
-    vocabulary when given. Evaluation writes `eval_results.txt`. Returns the figures.
+    vocabulary when given. Evaluation writes `eval_results.txt`. Returns the figures. `progress` as in
+    `bert_tf.training.train`.
     """
     import keras
 
@@ -276,7 +278,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
                               global_batch_size=options.train_batch_size,
                               steps_per_loop=options.iterations_per_loop,
                               save_checkpoints_steps=options.save_checkpoints_steps,
-                              init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile)
+                              init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
+                              progress=progress)
         results["train"] = logs
         if training.is_chief(strategy):  # a released-model directory, in its own folder: it has its own index
             export = os.path.join(output_dir, EXPORT_DIR)

@@ -124,10 +124,11 @@ class _SigtermFlag:
 
 def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int, global_batch_size: int,
           steps_per_loop: int = 1000, save_checkpoints_steps: int = 1000, max_checkpoints_to_keep: int = 5,
-          init_checkpoint: str | None = None, jit_compile: bool = False) -> dict:
+          init_checkpoint: str | None = None, jit_compile: bool = False, progress=None) -> dict:
     """Trains `model` (compiled under `strategy.scope()`) to `num_train_steps` on
     `strategy.distribute_datasets_from_function(dataset_fn)`, resuming from `output_dir` when it holds a
-    checkpoint (else initialising from `init_checkpoint`). Returns the last loop's metrics and the step."""
+    checkpoint (else initialising from `init_checkpoint`). Returns the last loop's metrics and the step.
+    `progress(step, scalars)`, if given, is called after every loop of steps (e.g. to move a progress bar)."""
     if min(num_train_steps, steps_per_loop, save_checkpoints_steps) < 1:
         raise ValueError("--num_train_steps, --iterations_per_loop and --save_checkpoints_steps must be at least 1")
     chief = is_chief(strategy)
@@ -165,14 +166,14 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
                                          checkpoint_name=CHECKPOINT_NAME)
     try:
         return _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps,
-                     global_batch_size, steps_per_loop, save_checkpoints_steps, jit_compile)
+                     global_batch_size, steps_per_loop, save_checkpoints_steps, jit_compile, progress)
     finally:
         if not chief:
             shutil.rmtree(directory, ignore_errors=True)
 
 
 def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps, global_batch_size,
-          steps_per_loop, save_checkpoints_steps, jit_compile):
+          steps_per_loop, save_checkpoints_steps, jit_compile, progress):
     """The body of `train` after set-up: loops of `steps_per_loop` steps, logging, checkpoints, stops."""
     step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
 
@@ -218,6 +219,8 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
                     write_scalar(name, value)
             logging.info("step %d/%d: %s", current, num_train_steps,
                          ", ".join(f"{k} {v:.4g}" for k, v in sorted(scalars.items())))
+            if progress is not None:
+                progress(current, scalars)
             if current % save_checkpoints_steps == 0 or current == num_train_steps or sigterm.raised:
                 manager.save(checkpoint_number=current)
             if sigterm.raised:

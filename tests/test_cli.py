@@ -9,7 +9,6 @@ import numpy as np
 
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
 from bert_tf.cli.convert_checkpoint import convert
-from bert_tf.cli.quickstart import run_demo
 from tests.conftest import make_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,10 +51,3 @@ def test_convert_checkpoint_bad_input_is_one_line(tmp_path):
     assert "Traceback" not in result.stderr
     assert re.search(r"convert_checkpoint: error: .*missing.ckpt: no TF checkpoint here", result.stderr)
     assert not os.path.exists(tmp_path / "x.keras")
-
-
-def test_quickstart_learns_and_round_trips(tmp_path):
-    figures = run_demo(str(tmp_path), train_steps=300, batch_size=32, seed=7)
-    assert figures["reload_identical"]
-    assert figures["mlm_accuracy"] > 10 * figures["mlm_chance"]  # chance is 1/95
-    assert {"bert_model.ckpt.index", "bert_config.json", "bert_pretrainer.keras"} <= set(os.listdir(tmp_path))

@@ -29,7 +29,7 @@ def _key(name: str) -> str:
     return name.lower().replace("-", "").replace("_", "")
 
 
-from bert_tf.tasks import glue  # noqa: E402,F401  (registers the GLUE tasks)
+from bert_tf.tasks import glue  # noqa: E402  (registers the GLUE tasks)
 from bert_tf.tasks.ner import NerTask  # noqa: E402
 from bert_tf.tasks.swag import SwagTask  # noqa: E402
 from bert_tf.tasks.xnli import LANGUAGES, XnliTask  # noqa: E402
@@ -40,6 +40,10 @@ register(XnliTask("xnli", labels=("contradiction", "entailment", "neutral"), lan
 register(NerTask("conll2003", kind="tagging", metric_names=("precision", "recall", "f1"), main_metric="f1"))
 register(SwagTask("swag", kind="multiple_choice", labels=("0", "1", "2", "3")))
 register(Task("squad", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
+# Derived from any corpus without hand labels, by the quickstart: is the sentence as written, or are its words
+# shuffled? TSVs with a header: label, sentence.
+register(glue.GlueTask("word_order", labels=("original", "shuffled"), splits=("train", "dev"),
+                       files={"train": "train.tsv", "dev": "dev.tsv"}, columns={"train": glue.Columns(1, None, 0)}))
 register(Task("squad2", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
 
 __all__ = ["DataError", "Example", "Task", "get_task", "register", "task_names"]

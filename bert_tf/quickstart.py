@@ -1,0 +1,510 @@
+"""The main job: raw text -> own vocabulary -> pretraining records -> pretrained BERT -> fine-tuned classifier ->
+SavedModels -> answers from a fresh process, on a built-in corpus, with progress bars, plots and a report.
+
+Stages, each in its own folder under `output_dir`, each marked complete by a `DONE.json` holding its figures (a
+re-run skips complete stages and says so; `force=True` redoes everything; an interrupted pretraining resumes from
+its checkpoints):
+
+1. `corpus/`: the built-in corpus, the docstrings of the Python standard library on this machine (read with
+   `ast`, nothing imported), one sentence per line, a blank line between documentation entries; every 20th entry
+   is held out (`heldout.txt`) for evaluation. Or the user's `input_file` (same format), split the same way.
+2. `vocab/`: `build_vocab` (WordPiece, learned from the training part).
+3. `records/`: `create_pretraining_data` (masked LM 15 % 80/10/10 + next sentence 50/50), train and held-out.
+4. `pretrain/`: `run_pretraining` logic; TensorBoard scalars in `pretrain/train`; held-out MLM and NSP accuracy;
+   `pretrain/bert_model/` is the pretrained model in the released layout.
+5. `finetune/`: the `word_order` task derived from the corpus without labels (is a sentence as written or are its
+   words shuffled; half each), `run_classifier` from the pretrained model, held-out accuracy. (A first choice, "does
+   sentence B come from the same documentation entry as A", stayed at chance with a model this small.)
+6. `export/`: `classifier` and `mlm` SavedModels (raw strings in).
+7. `answers/`: both SavedModels loaded in a fresh process that imports only TensorFlow and tensorflow-text;
+   `[MASK]` fill-ins and word-order decisions with scores.
+Then `plots/*.png` (training curves) and `report.md`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+from absl import logging
+
+DONE = "DONE.json"
+HELDOUT_EVERY = 20
+SKIP_DIRS = {"test", "tests", "site-packages", "dist-packages", "idlelib", "lib2to3", "tkinter", "turtledemo",
+             "ensurepip", "__pycache__", "pydoc_data"}
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
+MASKED_EXAMPLES = ("Return the [MASK] of the list.", "If the file does not [MASK], an exception is raised.",
+                   "This [MASK] is deprecated since version 3.4.")
+ORDER_EXAMPLES = ("Return a new dictionary initialized from an optional positional argument.",
+                  "dictionary argument new a positional initialized optional Return an from.",
+                  "The socket must be bound to an address and listening for connections.",
+                  "bound socket for listening The connections address must to an be and.")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuickstartOptions:
+    """Sizes of every stage; the defaults fit 2 CPU cores and about ten minutes."""
+
+    corpus_mb: float = 2.0  # of the built-in corpus (the standard library has about 1.5 MB of docstrings)
+    vocab_size: int = 8000
+    max_seq_length: int = 64
+    max_predictions_per_seq: int = 10
+    dupe_factor: int = 3
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    train_batch_size: int = 64
+    num_train_steps: int = 1500
+    learning_rate: float = 1e-3
+    finetune_examples: int = 4000
+    finetune_epochs: float = 3.0
+    finetune_learning_rate: float = 1e-3
+    random_seed: int = 12345
+    num_workers: int = 2
+
+
+# ------------------------------------------------------------------------------------------------- corpus
+def _sentences(docstring: str) -> list[str]:
+    """Prose sentences of a docstring: paragraphs joined, code, doctest and table lines dropped."""
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", docstring):
+        lines = [line.strip() for line in paragraph.splitlines()]
+        if any(line.startswith((">>>", "...", "$", "|", "+-", "==")) for line in lines):
+            continue
+        text = " ".join(line for line in lines if line)
+        for sentence in _SENTENCE_END.split(text):
+            if len(sentence.split()) >= 4 and sum(c.isalpha() for c in sentence) > 0.6 * len(sentence):
+                sentences.append(sentence)
+    return sentences
+
+
+def stdlib_documents(max_bytes: int):
+    """Documentation entries (module, class, function docstrings) of the standard library, in a fixed order, as
+    lists of sentences, up to `max_bytes` of text."""
+    root = sysconfig.get_paths()["stdlib"]
+    total = 0
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    sentences = _sentences(ast.get_docstring(node) or "")
+                    if len(sentences) >= 2:
+                        yield sentences
+                        total += sum(len(s) + 1 for s in sentences)
+                        if total >= max_bytes:
+                            return
+
+
+def read_documents(path: str) -> list[list[str]]:
+    """A corpus file in the pretraining format -> documents (lists of sentences)."""
+    documents, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                current.append(line)
+            elif current:
+                documents.append(current)
+                current = []
+    if current:
+        documents.append(current)
+    return documents
+
+
+def _write_text(path: str, documents) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for document in documents:
+            f.write("\n".join(document) + "\n\n")
+    os.replace(path + ".tmp", path)
+
+
+def build_corpus(directory: str, input_file: str | None, max_bytes: int) -> dict:
+    documents = read_documents(input_file) if input_file else list(stdlib_documents(max_bytes))
+    documents = [d for d in documents if len(d) >= 2]
+    if len(documents) < 2 * HELDOUT_EVERY:
+        where = input_file or "the built-in corpus"
+        raise ValueError(f"{where}: {len(documents)} documents with two or more sentences; the quickstart needs at "
+                         f"least {2 * HELDOUT_EVERY} (one sentence per line, a blank line between documents)")
+    train = [d for i, d in enumerate(documents) if i % HELDOUT_EVERY]
+    heldout = [d for i, d in enumerate(documents) if not i % HELDOUT_EVERY]
+    _write_text(os.path.join(directory, "train.txt"), train)
+    _write_text(os.path.join(directory, "heldout.txt"), heldout)
+    size = sum(len(s) + 1 for d in documents for s in d)
+    return {"source": input_file or "Python standard library docstrings", "documents": len(documents),
+            "sentences": sum(len(d) for d in documents), "megabytes": round(size / 1e6, 2),
+            "heldout_documents": len(heldout)}
+
+
+def word_order_examples(documents, count: int, seed: int) -> list[tuple[str, str]]:
+    """(label, sentence): a sentence of the corpus as written ("original") or with its words shuffled
+    ("shuffled"), half each. Telling them apart needs the grammar that masked-LM pretraining learns."""
+    rng = random.Random(seed)
+    sentences = [s for d in documents for s in d if len(set(s.split())) >= 4]
+    examples = []
+    for i in range(count):
+        words = rng.choice(sentences).split()
+        if i % 2:
+            shuffled = words[:]
+            while shuffled == words:
+                rng.shuffle(shuffled)
+            words = shuffled
+        examples.append(("shuffled" if i % 2 else "original", " ".join(words)))
+    rng.shuffle(examples)
+    return examples
+
+
+def _write_tsv(path: str, examples) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write("label\tsentence\n")
+        f.writelines(f"{label}\t{sentence.replace(chr(9), ' ')}\n" for label, sentence in examples)
+    os.replace(path + ".tmp", path)
+
+
+# ------------------------------------------------------------------------------------------------- stages
+class _Stage:
+    """One stage's folder and completion mark."""
+
+    def __init__(self, output_dir: str, name: str, force: bool):
+        self.name = name
+        self.directory = os.path.join(output_dir, name)
+        self.mark = os.path.join(self.directory, DONE)
+        if force and os.path.exists(self.directory):
+            shutil.rmtree(self.directory)
+        os.makedirs(self.directory, exist_ok=True)
+
+    def done(self) -> dict | None:
+        if os.path.exists(self.mark):
+            with open(self.mark, encoding="utf-8") as f:
+                return json.load(f)
+        return None
+
+    def finish(self, figures: dict) -> dict:
+        with open(self.mark + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=2)
+        os.replace(self.mark + ".tmp", self.mark)
+        return figures
+
+
+def _say(stage: str, summary: str) -> None:
+    print(f"[{stage}] {summary}", flush=True)
+
+
+def _run_stage(output_dir, name, force, work, summary):
+    """Runs `work(directory) -> figures` unless the stage is complete; prints the one-line summary."""
+    stage = _Stage(output_dir, name, force)
+    figures = stage.done()
+    if figures is not None:
+        _say(name, f"complete, skipped ({summary(figures)}); force=True / --force redoes it")
+        return figures
+    started = time.time()
+    figures = dict(work(stage.directory), seconds=round(time.time() - started, 1))
+    stage.finish(figures)
+    _say(name, f"{summary(figures)} in {figures['seconds']:.0f} s")
+    return figures
+
+
+def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptions = QuickstartOptions(),
+                   input_file: str | None = None, force: bool = False) -> dict:
+    """Runs every stage (see the module docstring); returns {stage: figures}."""
+    from tqdm import tqdm
+
+    from bert_tf.config import BertConfig
+
+    o = options
+    os.makedirs(output_dir, exist_ok=True)
+    figures: dict = {}
+    started = time.time()
+    corpus_dir = os.path.join(output_dir, "corpus")
+    figures["corpus"] = _run_stage(
+        output_dir, "corpus", force, lambda d: build_corpus(d, input_file, int(o.corpus_mb * 1e6)),
+        lambda f: f"{f['documents']} documents, {f['sentences']} sentences, {f['megabytes']} MB from {f['source']}")
+    train_text, heldout_text = os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt")
+    vocab_file = os.path.join(output_dir, "vocab", "vocab.txt")
+
+    def vocab(directory):
+        from data_gen.vocab import build_vocab
+
+        return build_vocab([train_text], vocab_file, vocab_size=o.vocab_size)
+
+    figures["vocab"] = _run_stage(output_dir, "vocab", force, vocab,
+                                  lambda f: f"{f['vocab_size']} word pieces from {f['words']} words")
+
+    def records(directory):
+        from data_gen.generate import generate
+        from data_gen.window import Options
+
+        data = Options(max_seq_length=o.max_seq_length, max_predictions_per_seq=o.max_predictions_per_seq,
+                       dupe_factor=o.dupe_factor, random_seed=o.random_seed)
+        train = generate([train_text], [os.path.join(directory, "train", "train.tfrecord")], vocab_file, data,
+                         num_workers=o.num_workers)
+        heldout = generate([heldout_text], [os.path.join(directory, "heldout", "heldout.tfrecord")], vocab_file,
+                           dataclasses.replace(data, dupe_factor=1, random_seed=o.random_seed + 1), num_workers=1)
+        return {"train_instances": train["instances"], "heldout_instances": heldout["instances"],
+                "heldout_eval_steps": max(1, -(-heldout["instances"] // 128))}  # every held-out instance once
+
+    figures["records"] = _run_stage(output_dir, "records", force, records,
+                                    lambda f: f"{f['train_instances']} training and {f['heldout_instances']} "
+                                              "held-out instances")
+    config = BertConfig(vocab_size=figures["vocab"]["vocab_size"], hidden_size=o.hidden_size,
+                        num_hidden_layers=o.num_hidden_layers, num_attention_heads=o.num_attention_heads,
+                        intermediate_size=4 * o.hidden_size, max_position_embeddings=max(128, o.max_seq_length))
+
+    def pretrain(directory):
+        from bert_tf.pretraining import PretrainingOptions, run_pretraining
+
+        pretraining = PretrainingOptions(
+            max_seq_length=o.max_seq_length, max_predictions_per_seq=o.max_predictions_per_seq,
+            train_batch_size=o.train_batch_size, eval_batch_size=128, learning_rate=o.learning_rate,
+            num_train_steps=o.num_train_steps, num_warmup_steps=max(1, o.num_train_steps // 20),
+            save_checkpoints_steps=max(1, o.num_train_steps // 4), iterations_per_loop=max(1, o.num_train_steps // 40),
+            random_seed=o.random_seed, vocab_file=vocab_file)
+        bar = tqdm(total=o.num_train_steps, desc="run_pretraining", unit=" steps")
+
+        def progress(step, scalars):
+            bar.update(step - bar.n)
+            bar.set_postfix(mlm_acc=f"{scalars['masked_lm_accuracy']:.3f}",
+                            nsp_acc=f"{scalars['next_sentence_accuracy']:.3f}")
+
+        try:
+            run_pretraining(config, os.path.join(output_dir, "records", "train", "*.tfrecord"), directory,
+                            pretraining, progress=progress)
+        finally:
+            bar.close()
+        heldout = run_pretraining(config, os.path.join(output_dir, "records", "heldout", "*.tfrecord"),
+                                  os.path.join(directory, "heldout_eval"),
+                                  dataclasses.replace(pretraining, do_train=False, do_eval=True,
+                                                      max_eval_steps=figures["records"]["heldout_eval_steps"],
+                                                      init_checkpoint=os.path.join(directory, "bert_model",
+                                                                                   "bert_model.ckpt")))["eval"]
+        return {"heldout_masked_lm_accuracy": heldout["masked_lm_accuracy"],
+                "heldout_next_sentence_accuracy": heldout["next_sentence_accuracy"],
+                "masked_lm_chance": 1 / config.vocab_size, "steps": o.num_train_steps}
+
+    figures["pretrain"] = _run_stage(
+        output_dir, "pretrain", force, pretrain,
+        lambda f: f"{f['steps']} steps; held-out MLM accuracy {f['heldout_masked_lm_accuracy']:.3f} (chance "
+                  f"{f['masked_lm_chance']:.4f}), NSP accuracy {f['heldout_next_sentence_accuracy']:.3f} (chance 0.5)")
+    bert_model = os.path.join(output_dir, "pretrain", "bert_model")
+    finetuned = os.path.join(output_dir, "finetune", "model")
+
+    def finetune(directory):
+        from bert_tf.finetuning import FinetuneOptions, run_classifier
+        from bert_tf.tasks import get_task
+
+        data_dir = os.path.join(directory, "data")
+        os.makedirs(data_dir, exist_ok=True)
+        _write_tsv(os.path.join(data_dir, "train.tsv"), word_order_examples(read_documents(train_text),
+                                                                              o.finetune_examples, o.random_seed))
+        _write_tsv(os.path.join(data_dir, "dev.tsv"), word_order_examples(read_documents(heldout_text),
+                                                                            max(200, o.finetune_examples // 8),
+                                                                            o.random_seed + 1))
+        tuning = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=o.max_seq_length, train_batch_size=32,
+                                 learning_rates=(o.finetune_learning_rate,), num_train_epochs=o.finetune_epochs,
+                                 init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"),
+                                 random_seed=o.random_seed)
+        steps = max(1, int(o.finetune_examples / 32 * o.finetune_epochs))
+        curve = _DevCurve(data_dir, vocab_file, o.max_seq_length, every=max(1, steps // 10), total=steps)
+        try:
+            results = run_classifier(get_task("word_order"), config, vocab_file, finetuned, tuning,
+                                     data_dir=data_dir, callbacks=[curve.callback])
+        finally:
+            curve.bar.close()
+        with open(os.path.join(directory, "history.json"), "w", encoding="utf-8") as f:
+            json.dump(curve.history, f)
+        return {"heldout_accuracy": results["dev"]["accuracy"], "examples": o.finetune_examples, "steps": steps}
+
+    figures["finetune"] = _run_stage(output_dir, "finetune", force, finetune,
+                                     lambda f: f"word_order: held-out accuracy {f['heldout_accuracy']:.3f} "
+                                               "(chance 0.5)")
+
+    def export(directory):
+        from export.exporting import export as export_kind
+
+        classifier = export_kind("classifier", os.path.join(directory, "classifier", "1"), model_dir=finetuned)
+        export_kind("mlm", os.path.join(directory, "mlm", "1"), bert_config_file=os.path.join(bert_model,
+                                                                                             "bert_config.json"),
+                    init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"), vocab_file=vocab_file,
+                    seq_length=o.max_seq_length)
+        return {"ops": classifier["tensorflow_text"], "min_tf_serving": classifier["min_tensorflow_text_overall"]}
+
+    figures["export"] = _run_stage(output_dir, "export", force, export,
+                                   lambda f: f"classifier and mlm SavedModels; tf-text ops {', '.join(f['ops'])}: "
+                                             f"TF Serving >= {f['min_tf_serving']}")
+    figures["answers"] = _run_stage(output_dir, "answers", force,
+                                    lambda d: ask_saved_models(os.path.join(output_dir, "export")),
+                                    lambda f: "answers from the SavedModels in a fresh process")
+    print(format_answers(figures["answers"]))
+    plots = plot_curves(output_dir)
+    write_report(output_dir, figures, plots, time.time() - started)
+    _say("report", f"{os.path.join(output_dir, 'report.md')}; plots in {os.path.join(output_dir, 'plots')}")
+    return figures
+
+
+class _DevCurve:
+    """Keras callback: held-out accuracy every `every` fine-tuning steps, and a progress bar."""
+
+    def __init__(self, data_dir, vocab_file, max_seq_length, every, total):
+        import keras
+        from tqdm import tqdm
+
+        from bert_tf.finetuning import encode, label_array
+        from bert_tf.tasks import get_task
+
+        task = get_task("word_order")
+        examples = task.examples(data_dir, "dev")[:256]
+        self.features = encode(examples, vocab_file, True, max_seq_length)
+        self.labels = label_array(task, examples, "word_order dev")
+        self.every, self.history = every, []
+        self.bar = tqdm(total=total, desc="run_classifier", unit=" steps")
+        outer = self
+
+        class Callback(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                outer.bar.update(1)
+                if (batch + 1) % outer.every == 0 or batch + 1 == outer.bar.total:
+                    logits = self.model.predict(outer.features, batch_size=256, verbose=0)["logits"]
+                    accuracy = float((logits.argmax(-1) == outer.labels).mean())
+                    outer.history.append({"step": batch + 1, "heldout_accuracy": accuracy,
+                                          "loss": float((logs or {}).get("loss", float("nan")))})
+                    outer.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")
+
+        self.callback = Callback()
+
+
+# ---------------------------------------------------------------------------------------- fresh process
+ASK = r'''
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the ops TF Serving links)
+export, masked, sentences = json.loads(sys.argv[1])
+mlm = tf.saved_model.load(export + "/mlm/1").signatures["serving_default"]
+out = mlm(text=tf.constant(masked))
+fills = [[[(t.decode(), float(p)) for t, p in zip(tokens, probs)] for tokens, probs in zip(rows_t[:n], rows_p[:n])]
+         for rows_t, rows_p, n in zip(out["top_tokens"].numpy(), out["top_probabilities"].numpy(),
+                                       out["num_masks"].numpy())]
+classifier = tf.saved_model.load(export + "/classifier/1").signatures["serving_default"]
+out = classifier(text=tf.constant(sentences))
+decisions = [(label.decode(), probs.tolist()) for label, probs in zip(out["label"].numpy(),
+                                                                      out["probabilities"].numpy())]
+print(json.dumps({"fill_ins": fills, "decisions": decisions, "modules": sorted(
+    m for m in sys.modules if m.split(".")[0] in ("bert_tf", "export", "data_gen"))}))
+'''
+
+
+def ask_saved_models(export_dir: str) -> dict:
+    """Loads the exported SavedModels in a fresh Python that imports only tensorflow and tensorflow_text."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-c", ASK, json.dumps([os.path.abspath(export_dir), list(MASKED_EXAMPLES),
+                                                                  list(ORDER_EXAMPLES)])],
+                         capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.abspath(export_dir)),
+                         timeout=600)
+    if out.returncode:
+        raise RuntimeError(f"loading the SavedModels in a fresh process failed:\n{out.stderr[-3000:]}")
+    answers = json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(answers, masked=list(MASKED_EXAMPLES), sentences=list(ORDER_EXAMPLES))
+
+
+def format_answers(answers: dict) -> str:
+    lines = ["Answers from the SavedModels (fresh process, only tensorflow + tensorflow_text imported):"]
+    for text, fills in zip(answers["masked"], answers["fill_ins"]):
+        shown = "; ".join(", ".join(f"{token} {p:.2f}" for token, p in mask[:3]) for mask in fills)
+        lines.append(f"  {text!r} -> [MASK] = {shown}")
+    for sentence, (label, probabilities) in zip(answers["sentences"], answers["decisions"]):
+        lines.append(f"  word order? {sentence!r} -> {label} (p = {max(probabilities):.2f})")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ plots, report
+def read_scalars(event_dir: str) -> dict[str, list[tuple[int, float]]]:
+    """The scalars `bert_tf.training` wrote to TensorBoard event files: {name: [(step, value)]}, last write wins."""
+    import tensorflow as tf
+
+    values: dict = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(event_dir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                values.setdefault(value.tag, {})[event.step] = number
+    return {tag: sorted(points.items()) for tag, points in values.items()}
+
+
+def plot_curves(output_dir: str) -> list[str]:
+    """PNG plots of the pretraining and fine-tuning curves under `output_dir/plots`; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir = os.path.join(output_dir, "plots")
+    os.makedirs(plots_dir, exist_ok=True)
+    scalars = read_scalars(os.path.join(output_dir, "pretrain", "train"))
+    panels = [("pretraining_mlm.png", "Masked LM", ["masked_lm_loss", "masked_lm_accuracy"]),
+              ("pretraining_nsp.png", "Next sentence", ["next_sentence_loss", "next_sentence_accuracy"]),
+              ("learning_rate.png", "Learning rate (warm-up, linear decay)", ["learning_rate"])]
+    history_path = os.path.join(output_dir, "finetune", "history.json")
+    if os.path.exists(history_path):
+        with open(history_path, encoding="utf-8") as f:
+            history = json.load(f)
+        scalars["finetune_heldout_accuracy"] = [(h["step"], h["heldout_accuracy"]) for h in history]
+        scalars["finetune_loss"] = [(h["step"], h["loss"]) for h in history]
+        panels.append(("finetuning.png", "Fine-tuning (word_order)", ["finetune_loss", "finetune_heldout_accuracy"]))
+    written = []
+    for name, title, tags in panels:
+        present = [t for t in tags if scalars.get(t)]
+        if not present:
+            continue
+        figure, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 3.5), squeeze=False)
+        for axis, tag in zip(axes[0], present):
+            steps, values = zip(*scalars[tag])
+            axis.plot(steps, values, marker="." if len(steps) < 30 else None)
+            axis.set_title(tag.replace("_", " "))
+            axis.set_xlabel("step")
+            axis.grid(alpha=0.3)
+        figure.suptitle(title)
+        figure.tight_layout()
+        path = os.path.join(plots_dir, name)
+        figure.savefig(path + ".tmp.png", dpi=80)
+        plt.close(figure)
+        os.replace(path + ".tmp.png", path)
+        written.append(path)
+    return written
+
+
+def write_report(output_dir: str, figures: dict, plots: list[str], seconds: float) -> str:
+    c, p, f = figures["corpus"], figures["pretrain"], figures["finetune"]
+    lines = ["# bert-tf quickstart report", "",
+             f"Corpus: {c['source']}: {c['documents']} documents, {c['sentences']} sentences, {c['megabytes']} MB "
+             f"({c['heldout_documents']} documents held out). Vocabulary: {figures['vocab']['vocab_size']} word "
+             f"pieces. Pretraining instances: {figures['records']['train_instances']}.", "",
+             "| figure | value | chance |", "|---|---|---|",
+             f"| held-out masked-LM accuracy | {p['heldout_masked_lm_accuracy']:.3f} | {p['masked_lm_chance']:.4f} |",
+             f"| held-out next-sentence accuracy | {p['heldout_next_sentence_accuracy']:.3f} | 0.5 |",
+             f"| word_order fine-tuned held-out accuracy | {f['heldout_accuracy']:.3f} | 0.5 |", "",
+             "Stage times (s): " + ", ".join(f"{name} {figures[name]['seconds']:.0f}" for name in figures
+                                             if "seconds" in figures[name]) + f"; this run {seconds:.0f} s.", "",
+             "```", format_answers(figures["answers"]), "```", ""]
+    lines += [f"![{os.path.basename(path)}](plots/{os.path.basename(path)})" for path in plots]
+    path = os.path.join(output_dir, "report.md")
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    logging.info("wrote %s", path)
+    return path
