@@ -35,7 +35,10 @@ import sys
 import sysconfig
 import time
 
+import keras
 from absl import logging
+
+from bert_tf.training import write_lines
 
 DONE = "DONE.json"
 HELDOUT_EVERY = 20
@@ -129,10 +132,7 @@ def read_documents(path: str) -> list[list[str]]:
 
 
 def _write_text(path: str, documents) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        for document in documents:
-            f.write("\n".join(document) + "\n\n")
-    os.replace(path + ".tmp", path)
+    write_lines(path, (line for document in documents for line in [*document, ""]))
 
 
 def build_corpus(directory: str, input_file: str | None, max_bytes: int) -> dict:
@@ -171,10 +171,8 @@ def word_order_examples(documents, count: int, seed: int) -> list[tuple[str, str
 
 
 def _write_tsv(path: str, examples) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write("label\tsentence\n")
-        f.writelines(f"{label}\t{sentence.replace(chr(9), ' ')}\n" for label, sentence in examples)
-    os.replace(path + ".tmp", path)
+    write_lines(path, ["label\tsentence"] + [f"{label}\t{sentence.replace(chr(9), ' ')}"
+                                               for label, sentence in examples])
 
 
 # ------------------------------------------------------------------------------------------------- stages
@@ -196,9 +194,7 @@ class _Stage:
         return None
 
     def finish(self, figures: dict) -> dict:
-        with open(self.mark + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(figures, f, indent=2)
-        os.replace(self.mark + ".tmp", self.mark)
+        write_lines(self.mark, [json.dumps(figures, indent=2)])
         return figures
 
 
@@ -323,11 +319,10 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         curve = _DevCurve(data_dir, vocab_file, o.max_seq_length, every=max(1, steps // 10), total=steps)
         try:
             results = run_classifier(get_task("word_order"), config, vocab_file, finetuned, tuning,
-                                     data_dir=data_dir, callbacks=[curve.callback])
+                                     data_dir=data_dir, callbacks=[curve])
         finally:
             curve.bar.close()
-        with open(os.path.join(directory, "history.json"), "w", encoding="utf-8") as f:
-            json.dump(curve.history, f)
+        write_lines(os.path.join(directory, "history.json"), [json.dumps(curve.history)])
         return {"heldout_accuracy": results["dev"]["accuracy"], "examples": o.finetune_examples, "steps": steps}
 
     figures["finetune"] = _run_stage(output_dir, "finetune", force, finetune,
@@ -357,35 +352,31 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
     return figures
 
 
-class _DevCurve:
-    """Keras callback: held-out accuracy every `every` fine-tuning steps, and a progress bar."""
+class _DevCurve(keras.callbacks.Callback):
+    """Held-out accuracy every `every` fine-tuning steps (kept in `history` for the plot), and a progress bar."""
 
     def __init__(self, data_dir, vocab_file, max_seq_length, every, total):
-        import keras
         from tqdm import tqdm
 
         from bert_tf.finetuning import encode, label_array
         from bert_tf.tasks import get_task
 
+        super().__init__()
         task = get_task("word_order")
         examples = task.examples(data_dir, "dev")[:256]
         self.features = encode(examples, vocab_file, True, max_seq_length)
         self.labels = label_array(task, examples, "word_order dev")
         self.every, self.history = every, []
         self.bar = tqdm(total=total, desc="run_classifier", unit=" steps")
-        outer = self
 
-        class Callback(keras.callbacks.Callback):
-            def on_train_batch_end(self, batch, logs=None):
-                outer.bar.update(1)
-                if (batch + 1) % outer.every == 0 or batch + 1 == outer.bar.total:
-                    logits = self.model.predict(outer.features, batch_size=256, verbose=0)["logits"]
-                    accuracy = float((logits.argmax(-1) == outer.labels).mean())
-                    outer.history.append({"step": batch + 1, "heldout_accuracy": accuracy,
-                                          "loss": float((logs or {}).get("loss", float("nan")))})
-                    outer.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")
-
-        self.callback = Callback()
+    def on_train_batch_end(self, batch, logs=None):
+        self.bar.update(1)
+        if (batch + 1) % self.every == 0 or batch + 1 == self.bar.total:
+            logits = self.model.predict(self.features, batch_size=256, verbose=0)["logits"]
+            accuracy = float((logits.argmax(-1) == self.labels).mean())
+            self.history.append({"step": batch + 1, "heldout_accuracy": accuracy,
+                                 "loss": float((logs or {}).get("loss", float("nan")))})
+            self.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")
 
 
 # ---------------------------------------------------------------------------------------- fresh process
@@ -503,8 +494,6 @@ def write_report(output_dir: str, figures: dict, plots: list[str], seconds: floa
              "```", format_answers(figures["answers"]), "```", ""]
     lines += [f"![{os.path.basename(path)}](plots/{os.path.basename(path)})" for path in plots]
     path = os.path.join(output_dir, "report.md")
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        out.write("\n".join(lines) + "\n")
-    os.replace(path + ".tmp", path)
+    write_lines(path, lines)
     logging.info("wrote %s", path)
     return path

@@ -31,12 +31,22 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
     """Writes the SavedModel of `kind` to `export_dir` (atomically: a temporary directory renamed into place);
     returns its op audit (see `export.ops.check`; `serving_tf_text` is the tensorflow-text version linked into the
     target TF Serving, checked against what the graph's ops need)."""
-    from export import ops
-
     if kind not in KINDS:
         raise ValueError(f"--kind={kind!r}: expected one of {', '.join(KINDS)}")
+    scratch = tempfile.mkdtemp(prefix="bert_tf_export_")  # the label file, until the save copies it as an asset
+    try:
+        return _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length,
+                       bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length, bert_config_file,
+            init_checkpoint, doc_stride, top_k, serving_tf_text):
+    from export import ops
+
     if kind in TASK_KINDS:
-        module = _task_module(kind, model_dir, seq_length, doc_stride)
+        module = _task_module(kind, model_dir, seq_length, doc_stride, scratch)
     elif kind == "preprocessor":
         from export.modules import Preprocessor
 
@@ -70,7 +80,7 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
     return report
 
 
-def _task_module(kind, model_dir, seq_length, doc_stride):
+def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
     from bert_tf.finetuning import MODEL_FILE, TASK_FILE, load_finetuned
     from export.modules import ClassifierModule, Preprocessor
     from export.task_modules import MultipleChoiceModule, SpanQAModule, TaggerModule
@@ -90,7 +100,8 @@ def _task_module(kind, model_dir, seq_length, doc_stride):
     model = load_finetuned(model_dir)
     if kind == "classifier":
         return ClassifierModule(model, preprocessor, info["labels"], pairs=info["pairs"],
-                                regression=info["kind"] == "regression", labels_file=_labels_file(info["labels"]))
+                                regression=info["kind"] == "regression",
+                                labels_file=_labels_file(info["labels"], scratch))
     if kind == "span_qa":
         return SpanQAModule(model, preprocessor, max_query_length=info["max_query_length"],
                             doc_stride=doc_stride or info["doc_stride"], max_answer_length=info["max_answer_length"],
@@ -98,15 +109,16 @@ def _task_module(kind, model_dir, seq_length, doc_stride):
                             null_threshold=info.get("null_score_diff_threshold"))
     if kind == "tagger":
         module = TaggerModule(model, preprocessor, info["labels"], doc_stride)
-        module.labels_file = tf.saved_model.Asset(_labels_file(info["labels"]))
+        module.labels_file = tf.saved_model.Asset(_labels_file(info["labels"], scratch))
         return module
     return MultipleChoiceModule(model, preprocessor)
 
 
-def _labels_file(labels) -> str:
-    path = os.path.join(tempfile.mkdtemp(prefix="bert_tf_export_"), "labels.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(f"{label}\n" for label in labels))
+def _labels_file(labels, directory) -> str:
+    from bert_tf.training import write_lines
+
+    path = os.path.join(directory, "labels.txt")
+    write_lines(path, labels)
     return path
 
 
