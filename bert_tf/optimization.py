@@ -119,7 +119,31 @@ class _ReplicaAware:
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamW(_ReplicaAware, keras.optimizers.AdamW):
-    """Keras AdamW with replica-correct clipping and non-finite step skipping."""
+    """Keras AdamW with replica-correct clipping and non-finite step skipping, and Adam's update in one kernel.
+
+    Keras composes each variable's Adam update from about ten element-wise ops, each a full pass over the
+    variable; outside XLA that was 0.63 s of a 5.6 s BERT-Base train step on 2 CPU cores. TensorFlow's fused
+    `ResourceApplyAdam` kernel does the same arithmetic (bias-corrected, ε outside the square root) in one pass.
+    The weight decay stays Keras's (decoupled, applied before the Adam step).
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad or isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(self._momentums[index]), v=_handle(self._velocities[index]),
+            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype))
+
+
+def _handle(variable):
+    """The resource handle of a Keras or TF variable (in an update context: this replica's copy)."""
+    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

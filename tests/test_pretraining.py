@@ -69,6 +69,37 @@ def test_schedule_is_the_originals_warmup_then_linear_decay():
         create_optimizer(1e-4, 100, optimizer="sgd")
 
 
+def test_fused_adamw_update_is_adamw_in_numpy():
+    """Our AdamW runs Adam through TF's fused kernel; the arithmetic must stay Keras's AdamW, written out here."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import AdamW
+
+    rng = np.random.default_rng(0)
+    start = {"dense/kernel": rng.normal(size=(5, 7)), "dense/bias": rng.normal(size=7)}
+    grads = [{k: rng.normal(size=v.shape) for k, v in start.items()} for _ in range(6)]
+    lr, wd, b1, b2, eps = 1e-2, 0.1, 0.9, 0.999, 1e-6
+    variables = [keras.Variable(v.astype("float32"), name=k.split("/")[1]) for k, v in start.items()]
+    opt = AdamW(learning_rate=lr, weight_decay=wd, beta_1=b1, beta_2=b2, epsilon=eps)
+    opt.exclude_from_weight_decay(var_names=["bias"])
+    for g in grads:
+        opt.apply([tf.constant(g[k], tf.float32) for k in start], variables)
+
+    want = {}
+    for name, w in start.items():
+        m = v = 0.0
+        for t, g in enumerate(grads, 1):
+            if not name.endswith("bias"):
+                w = w - w * wd * lr  # decoupled decay first, then the bias-corrected Adam step
+            m, v = m + (g[name] - m) * (1 - b1), v + (g[name] ** 2 - v) * (1 - b2)
+            w = w - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+        want[name] = w
+    for variable, name in zip(variables, start):
+        np.testing.assert_allclose(variable.numpy(), want[name], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(variables[0].numpy(), start["dense/kernel"], atol=1e-2)  # it moved
+
+
 def test_weight_decay_spares_layer_norm_and_biases(tiny_config):
     from bert_tf import BertPretrainer
     from bert_tf.optimization import create_optimizer

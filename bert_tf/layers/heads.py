@@ -1,6 +1,7 @@
 """Output heads that sit on the encoder: pooler, masked-LM, next-sentence and the fine-tuning heads."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_tf.layers.activations import get_activation, initializer
@@ -74,9 +75,12 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
-        picked = ops.take_along_axis(sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
+        # one batched gather (Keras's take_along_axis broadcasts the indices to [batch, predictions, H] first)
+        picked = tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32), batch_dims=1)
         h = self.layer_norm(self.activation_fn(self.transform(picked)))
-        logits = ops.matmul(h, ops.transpose(ops.cast(embedding_table, h.dtype)))
+        # a 2-D matmul against the table as stored: no [H, vocab] transposed copy of the table in either pass
+        logits = tf.matmul(tf.reshape(h, (-1, self.hidden_size)), tf.cast(embedding_table, h.dtype), transpose_b=True)
+        logits = tf.reshape(logits, tf.concat([tf.shape(h)[:-1], [self.vocab_size]], 0))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def compute_output_spec(self, sequence_output, masked_lm_positions, embedding_table):
