@@ -76,7 +76,10 @@ def _all_replicas(flag):
 
 
 def _all_finite(tensors):
-    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors if t is not None])
+    """True where no tensor holds an inf or NaN: one sum per tensor (inf and NaN propagate through sums), not a
+    boolean copy of every gradient; a sum beyond float32's range also counts as not finite."""
+    sums = [tf.reduce_sum(tf.cast(t, tf.float32)) for t in tensors if t is not None]
+    return tf.math.is_finite(tf.add_n(sums)) if sums else tf.constant(True)
 
 
 class _ReplicaAware:

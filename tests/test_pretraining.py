@@ -100,6 +100,22 @@ def test_fused_adamw_update_is_adamw_in_numpy():
     assert not np.allclose(variables[0].numpy(), start["dense/kernel"], atol=1e-2)  # it moved
 
 
+def test_a_step_with_any_inf_or_nan_gradient_is_skipped_and_a_finite_one_applied():
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import AdamW
+
+    inf, nan = float("inf"), float("nan")
+    cases = {"finite": ([1.0, -2.0], [3.0]), "inf": ([1.0, inf], [3.0]), "nan": ([1.0, 2.0], [nan]),
+             "+inf and -inf in two tensors": ([inf, 0.0], [-inf])}
+    for case, grads in cases.items():
+        variables = [keras.Variable([0.5, 0.5]), keras.Variable([0.5])]
+        AdamW(learning_rate=0.1).apply([tf.constant(g) for g in grads], variables)
+        moved = not np.allclose(np.concatenate([v.numpy() for v in variables]), 0.5)
+        assert moved == (case == "finite"), case
+
+
 def test_weight_decay_spares_layer_norm_and_biases(tiny_config):
     from bert_tf import BertPretrainer
     from bert_tf.optimization import create_optimizer
