@@ -51,6 +51,69 @@ def median(values):
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
+def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), trials=3, seconds=0.5):
+    """This machine's matmul rate now, in FLOP/s: TF `matmul` on a BERT-shaped GEMM (tokens x H x 4H), best of trials.
+
+    The floor of a model's time is its FLOPs over the best such rate; measuring it in the same run as the model
+    makes the "fraction of the floor" immune to a machine that is faster or busier today. `jit_compile`: the GEMM
+    XLA emits (on CPU it differs from TF's oneDNN kernel).
+    """
+    import tensorflow as tf
+
+    m, k, n = shape
+    a = tf.cast(tf.random.normal((m, k)), dtype)
+    b = tf.cast(tf.random.normal((k, n)), dtype)
+
+    @tf.function(jit_compile=jit_compile)
+    def gemm(a, b):
+        return tf.matmul(a, b)
+
+    @tf.function
+    def run(a, b, reps):
+        out = tf.zeros((m, n), dtype)
+        for _ in tf.range(reps):
+            out = gemm(a + out[:1, :k], b)  # a dependency chain: no two GEMMs run at once
+        return out
+
+    run(a, b, tf.constant(1)).numpy()
+    reps = max(1, int(seconds * 100e9 / (2 * m * k * n)))
+    best = 0.0
+    for _ in range(trials):
+        start = time.perf_counter()
+        run(a, b, tf.constant(reps)).numpy()
+        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - start))
+    return best
+
+
+def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), seconds=0.5):
+    """`matmul_rate` for PyTorch's CPU GEMM (same shape, all cores)."""
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    m, k, n = shape
+    a, b = (torch.randn(*s, dtype=getattr(torch, dtype)) for s in ((m, k), (k, n)))
+    a @ b
+    reps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        reps += 1
+    return 2 * m * k * n * reps / (time.perf_counter() - start)
+
+
+def encoder_flops(config, batch, seq):
+    """Multiply-add FLOPs (x2) of one BERT encoder forward pass: the dense layers, attention scores and the pooler."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    per_token = layers * (2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h)
+    return batch * seq * per_token + batch * 2 * h * h
+
+
+def peak_rss_mb():
+    """Peak resident set size of this process so far, in MB (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def report(name, rows, columns):
     """Prints a table and appends the rows to bench/results/<name>.csv with the date and machine."""
     widths = [max(len(str(c)), *(len(f"{r[c]}") for r in rows)) for c in columns]
