@@ -1,0 +1,124 @@
+"""Where our step's time goes: a per-op-type breakdown from a `tf.profiler` trace of one forward pass or train step.
+
+  python -m bench.profile [--cell base-128] [--mode train] [--xla] [--top 15]
+
+  python -m bench.profile --gemm [--cell small-128]
+
+Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
+reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
+the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
+overlap, so shares are of the summed op time, not of the wall time. Under `--xla` the step is one XLA cluster and
+the breakdown says little; profile without it.
+
+`--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF and in torch: forward
+`x @ W`, input gradient `dy @ W^T` and weight gradient `x^T @ dy`, the shapes a train step runs.
+"""
+
+import argparse
+import collections
+import glob
+import os
+import re
+import tempfile
+import time
+
+from bench.model_speed import CELLS, VOCAB, make_batch, ours
+
+
+def op_times(logdir):
+    """(time by op type, time by op name with the layer index folded), in seconds, from the trace in `logdir`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1], "rb") as f:
+        space.ParseFromString(f.read())
+    by_type, by_name = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):  # TF executor threads: one event per op run
+                continue
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                if ":" not in name or name.startswith(("ThreadpoolListener", "ExecutorState")):
+                    continue
+                path, op_type = name.rsplit(":", 1)
+                by_type[op_type] += event.duration_ps / 1e12
+                folded = re.sub(r"while/body/_\d+/|while/", "", re.sub(r"layer_\d+", "layer_N", path))
+                by_name[f"{folded} ({op_type})"] += event.duration_ps / 1e12
+    return by_type, by_name
+
+
+def gemm_rates(tokens, h_in, h_out, repeats=20):
+    """GFLOP/s of forward, input-gradient and weight-gradient GEMMs of a [h_in, h_out] dense layer, TF and torch."""
+    import tensorflow as tf
+    import torch
+
+    from bench.common import paired_times
+
+    torch.set_num_threads(os.cpu_count())
+    x, w, dy = (tf.random.normal(s) for s in ((tokens, h_in), (h_in, h_out), (tokens, h_out)))
+    tx, tw, tdy = (torch.from_numpy(t.numpy()) for t in (x, w, dy))
+    cases = {"forward x @ W": (lambda e: tf.matmul(x + e, w), lambda: tx @ tw),
+             "input grad dy @ W^T": (lambda e: tf.matmul(dy + e, w, transpose_b=True), lambda: tdy @ tw.T),
+             "weight grad x^T @ dy": (lambda e: tf.matmul(x + e, dy, transpose_a=True), lambda: tx.T @ tdy)}
+    flops = 2 * tokens * h_in * h_out
+    for name, (tf_fn, torch_fn) in cases.items():
+        @tf.function(autograph=False)
+        def chain(tf_fn=tf_fn):  # each GEMM waits for the last (a scalar from it), so none is merged or overlapped
+            e = tf.constant(0.0)
+            for _ in range(repeats):
+                e = tf_fn(e)[0, 0] * 0.0
+            return e
+
+        tf_times, torch_times = paired_times([lambda: chain().numpy(),
+                                              lambda: [torch_fn() for _ in range(repeats)]], repeats=3)
+        print(f"{name:<24} TF {repeats * flops / min(tf_times) / 1e9:6.0f} GFLOP/s   "
+              f"torch {repeats * flops / min(torch_times) / 1e9:6.0f} GFLOP/s")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cell", default="base-128", choices=sorted(CELLS))
+    parser.add_argument("--mode", default="train", choices=("forward", "train"))
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
+    parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--gemm", action="store_true", help="time the cell's FFN GEMMs in TF and torch instead")
+    args = parser.parse_args()
+    if args.gemm:
+        from bert_tf import BertConfig
+
+        preset, batch, seq = CELLS[args.cell]
+        config = BertConfig.preset(preset)
+        print(f"{args.cell}: GEMMs of [{batch * seq} tokens] x [{config.hidden_size}] x [{config.intermediate_size}]")
+        return gemm_rates(batch * seq, config.hidden_size, config.intermediate_size)
+
+    import tensorflow as tf
+
+    from bert_tf import BertConfig
+
+    preset, batch, seq = CELLS[args.cell]
+    run = ours(BertConfig.preset(preset, vocab_size=VOCAB), make_batch(batch, seq), args.mode, args.precision,
+               args.xla, 1)
+    run()
+    logdir = tempfile.mkdtemp(prefix="bench_profile_")
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    run()
+    wall = time.perf_counter() - start
+    tf.profiler.experimental.stop()
+    by_type, by_name = op_times(logdir)
+    total = sum(by_type.values())
+    print(f"{args.cell} {args.mode} {args.precision} xla={'on' if args.xla else 'off'}: wall {wall:.3f} s (traced), "
+          f"summed op time {total:.3f} s; trace in {logdir}")
+    print(f"\n{'op type':<28} {'seconds':>8} {'share':>6}")
+    for op_type, seconds in by_type.most_common(args.top):
+        print(f"{op_type:<28} {seconds:8.3f} {seconds / total:6.1%}")
+    print(f"\n{'heaviest ops, all layers together':<110} {'seconds':>8}")
+    for name, seconds in by_name.most_common(args.top):
+        print(f"{name[-110:]:<110} {seconds:8.3f}")
+
+
+if __name__ == "__main__":
+    main()
