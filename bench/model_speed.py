@@ -27,7 +27,6 @@ from bench.common import encoder_flops, matmul_rate, median, paired_times, repor
 
 VOCAB = 30522
 CELLS = {"base-128": ("base", 8, 128), "base-512": ("base", 2, 512), "small-128": ("small", 32, 128)}
-IMPLS = ("bert_tf", "keras-hub", "HF torch")
 
 
 def make_batch(batch, seq, seed=0):
