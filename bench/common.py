@@ -100,6 +100,19 @@ def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), seconds=0.5):
     return 2 * m * k * n * reps / (time.perf_counter() - start)
 
 
+def peer_configs(config):
+    """The same model for the peers: a keras-hub `BertBackbone` and an HF `transformers.BertConfig` (kwargs)."""
+    keras_hub = dict(vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+                     num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+                     intermediate_dim=config.intermediate_size, max_sequence_length=config.max_position_embeddings,
+                     dropout=config.hidden_dropout_prob)
+    hf = dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+              num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+              max_position_embeddings=config.max_position_embeddings, hidden_dropout_prob=config.hidden_dropout_prob,
+              attention_probs_dropout_prob=config.attention_probs_dropout_prob)
+    return keras_hub, hf
+
+
 def encoder_flops(config, batch, seq):
     """Multiply-add FLOPs (x2) of one BERT encoder forward pass: the dense layers, attention scores and the pooler."""
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers

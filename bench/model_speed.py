@@ -23,7 +23,8 @@ import os
 
 import numpy as np
 
-from bench.common import encoder_flops, matmul_rate, median, paired_times, report, torch_matmul_rate
+from bench.common import (encoder_flops, matmul_rate, median, paired_times, peer_configs, report,
+                          torch_matmul_rate)
 
 VOCAB = 30522
 CELLS = {"base-128": ("base", 8, 128), "base-512": ("base", 2, 512), "small-128": ("small", 32, 128)}
@@ -72,10 +73,7 @@ def keras_hub(config, data, mode, precision, xla, steps):
 
     x = {"token_ids": data["ids"], "segment_ids": data["types"], "padding_mask": data["mask"].astype(bool)}
     with keras_policy(precision):
-        backbone = keras_hub.models.BertBackbone(
-            vocabulary_size=VOCAB, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-            hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-            max_sequence_length=config.max_position_embeddings, dropout=config.hidden_dropout_prob)
+        backbone = keras_hub.models.BertBackbone(**peer_configs(config)[0])
         model = backbone if mode == "forward" else keras_hub.models.BertTextClassifier(
             backbone, num_classes=2, preprocessor=None)
     return _tf_loop(model, x, data["labels"], mode, steps, xla)
@@ -118,11 +116,7 @@ def hf_torch(config, data, mode, precision, xla, steps):
 
     del xla
     torch.set_num_threads(os.cpu_count())
-    hf_config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=config.hidden_size,
-                                        num_hidden_layers=config.num_hidden_layers,
-                                        num_attention_heads=config.num_attention_heads,
-                                        intermediate_size=config.intermediate_size,
-                                        max_position_embeddings=config.max_position_embeddings, num_labels=2)
+    hf_config = transformers.BertConfig(**peer_configs(config)[1], num_labels=2)
     inputs = dict(input_ids=torch.tensor(data["ids"], dtype=torch.long),
                   attention_mask=torch.tensor(data["mask"], dtype=torch.long),
                   token_type_ids=torch.tensor(data["types"], dtype=torch.long))
@@ -164,6 +158,9 @@ def main():
     parser.add_argument("--cells", default=",".join(CELLS), help=f"comma list of {', '.join(CELLS)}")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    unknown = sorted(set(args.cells.split(",")) - set(CELLS))
+    if unknown and not args.quick:
+        parser.error(f"--cells: unknown {', '.join(unknown)}; choose from {', '.join(CELLS)}")
 
     from bert_tf import BertConfig
 

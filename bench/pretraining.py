@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from bench.common import median, paired_times, report
+from bench.common import median, paired_times, peer_configs, report
 
 VOCAB, PREDICTIONS = 30522, 20
 
@@ -53,10 +53,7 @@ def keras_hub_mlm(config, data, steps):
     import keras_hub
     import tensorflow as tf
 
-    backbone = keras_hub.models.BertBackbone(vocabulary_size=VOCAB, num_layers=config.num_hidden_layers,
-                                             num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-                                             intermediate_dim=config.intermediate_size,
-                                             max_sequence_length=config.max_position_embeddings)
+    backbone = keras_hub.models.BertBackbone(**peer_configs(config)[0])
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=[])
@@ -85,11 +82,7 @@ def hf_torch(config, data, steps):
     import transformers
 
     torch.set_num_threads(os.cpu_count())
-    hf_config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=config.hidden_size,
-                                        num_hidden_layers=config.num_hidden_layers,
-                                        num_attention_heads=config.num_attention_heads,
-                                        intermediate_size=config.intermediate_size,
-                                        max_position_embeddings=config.max_position_embeddings)
+    hf_config = transformers.BertConfig(**peer_configs(config)[1])
     model = transformers.BertForPreTraining(hf_config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
     ids = torch.tensor(data["ids"], dtype=torch.long)

@@ -11,7 +11,8 @@ overlap, so shares are of the summed op time, not of the wall time. Under `--xla
 the breakdown says little; profile without it.
 
 `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF and in torch: forward
-`x @ W`, input gradient `dy @ W^T` and weight gradient `x^T @ dy`, the shapes a train step runs.
+`x @ W`, input gradient `dy @ W^T` and weight gradient `x^T @ dy`, the shapes a train step runs. TF's GEMMs are
+chained through a scalar added to the input (one element-wise pass, ~2 % of a GEMM, counted against TF).
 """
 
 import argparse

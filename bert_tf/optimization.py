@@ -2,14 +2,15 @@
 
 `create_optimizer` returns a Keras optimizer: decoupled weight decay 0.01 on every weight except LayerNorm
 gamma/beta and biases, β 0.9/0.999, ε 1e-6, global-norm clipping 1.0 and, for float16, dynamic loss scaling.
-Two things Keras does not do on its own are added here, nothing else:
+Three things are added to Keras, nothing else:
 
 - the schedule (`LinearWarmup` in front of Keras's `PolynomialDecay`);
 - replica-correct clipping and skipping (`_ReplicaAware`): Keras clips each replica's share of the gradient before
   summing the shares, so under `MirroredStrategy` the clip norm means something different from one device. We sum
   first, then clip, and the update that follows does not sum again. A step whose gradients are not finite on any
   replica is skipped on all of them, so a NaN never reaches the weights and replicas never disagree. Gradients are
-  made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately.
+  made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately;
+- Adam's update in TF's fused `ResourceApplyAdam` kernel (`AdamW.update_step`), one pass per variable.
 
 Difference from the original `AdamWeightDecayOptimizer`: Keras's Adam applies bias correction, the original does
 not. The two differ only while 1 - β2^t is far from 1, i.e. during warmup, where the learning rate is small anyway.
