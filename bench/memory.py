@@ -53,6 +53,12 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.preset, args.batch, args.seq)
+    from bert_tf.config import BertConfig, ConfigError
+
+    try:
+        BertConfig.preset(args.preset)
+    except ConfigError as error:
+        parser.error(f"--preset: {error}")
     rows = []
     for case in CASES:
         out = subprocess.run([sys.executable, "-m", "bench.memory", "--child", case, "--preset", args.preset,
