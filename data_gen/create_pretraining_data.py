@@ -9,9 +9,8 @@ Input: one sentence per line, a blank line between documents. Output: the origin
 
 from absl import app, flags
 
-from bert_tf.tokenization import VocabError
-from data_gen.documents import CorpusError
-from data_gen.generate import Options, generate, output_paths
+# TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
+# they must start without TensorFlow (seconds and ~700 MB each).
 
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of files and globs.")
 flags.DEFINE_string("output_file", None, "Output TFRecord files (comma-separated), or a directory for "
@@ -35,6 +34,10 @@ flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 def main(argv):
     del argv
+    from bert_tf.tokenization import VocabError
+    from data_gen.documents import CorpusError
+    from data_gen.generate import Options, generate, output_paths
+
     f = flags.FLAGS
     options = Options(f.max_seq_length, f.max_predictions_per_seq, f.masked_lm_prob, f.short_seq_prob, f.dupe_factor,
                       f.random_seed, f.do_lower_case, f.do_whole_word_mask, f.window_size)
