@@ -55,7 +55,7 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
         key, members = item
         window = [document for _, document in sorted(members)]
         records, _ = make_window(key, window, vocab_file, options)
-        return records
+        return records.split()
 
     records = (indexed
                | "Documents" >> beam.FlatMap(emit, counts=beam.pvalue.AsDict(counts))

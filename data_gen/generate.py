@@ -3,9 +3,9 @@
 The corpus is read as a stream of documents grouped into windows of `window_size` documents. The main process
 tokenizes each window in-graph (TensorFlow is loaded once, here) and hands the token ids to a worker process, which
 runs `window.build_window` without TensorFlow: shuffle the documents, build pairs (`instances`) `dupe_factor`
-times, mask them (`masking`), shuffle the instances and encode them (`records`). A window's generators are seeded
-by (random_seed, window index) alone, so its bytes do not depend on which worker made it, and the main process
-writes windows in order (window k to shard k mod shards). Memory is bounded by the windows in flight (2 per
+times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes (`records`).
+A window's generators are seeded by (random_seed, window index) alone, so its bytes do not depend on which worker
+made it, and the main process appends windows in order (window k to shard k mod shards). Memory is bounded by the windows in flight (2 per
 worker), whatever the corpus size. The random-next pool is the window.
 """
 
@@ -23,7 +23,7 @@ from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError, expand_input_files
 from data_gen.masking import MaskingVocab
-from data_gen.window import Options, build_window
+from data_gen.window import Options, build_window, build_window_tfrecord
 from data_gen.writer import METADATA_NAME, ShardWriter, file_sha256, write_metadata
 
 
@@ -54,11 +54,11 @@ def tokenize_window(window: list[list[str]], vocab_file: str, options: Options):
     ids = state["tokenize"](lines)
     args = (ids.flat_values.numpy(), ids.row_splits.numpy()[1:], [len(d) for d in window], state["vocab"],
             state["cls"], state["sep"], options)
-    return args, {"lines": len(lines), "bytes": sum(len(line.encode()) + 1 for line in lines)}
+    return args, {"lines": len(lines), "bytes": len("\n".join(lines).encode()) + 1}
 
 
 def make_window(window_index: int, window: list[list[str]], vocab_file: str, options: Options):
-    """One window of documents (lists of lines) -> (serialized records, statistics), in this process."""
+    """One window of documents (lists of lines) -> (`records.Records`, statistics), in this process."""
     args, text_stats = tokenize_window(window, vocab_file, options)
     records, stats = build_window(window_index, *args)
     return records, dict(stats, **text_stats)
@@ -75,7 +75,12 @@ def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
 
 def generate(input_files, output_files: list[str], vocab_file: str, options: Options = Options(), num_workers=1,
              gzip=False, progress=True) -> dict:
-    """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`)."""
+    """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`).
+
+    With `num_workers` > 1 the workers are spawned processes (TensorFlow is not fork-safe), which re-import the
+    calling script: call this under `if __name__ == "__main__":` and keep TensorFlow imports out of the script's top
+    level, or every worker loads TensorFlow too.
+    """
     options.check()
     files = expand_input_files(input_files)
     vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
@@ -91,8 +96,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     bar = _progress(progress)
     try:
         stream = enumerate(documents_lib.windows(documents_lib.read_documents(files), options.window_size))
-        for index, (records, stats) in _run(stream, vocab_file, options, num_workers):
-            writer.write_window(index, records)
+        for index, (data, stats) in _run(stream, vocab_file, options, num_workers):
+            writer.write_window(index, data, stats["instances"])
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0) + value
             bar.update(stats, totals, time.time() - started)
@@ -114,10 +119,11 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
 
 
 def _run(stream, vocab_file, options, num_workers):
-    """Yields (window index, (records, stats)) in window order, at most 2 windows per worker in flight."""
+    """Yields (window index, (TFRecord file bytes, stats)) in window order, at most 2 windows per worker in flight."""
     if num_workers == 1:
         for index, window in stream:
-            yield index, make_window(index, window, vocab_file, options)
+            records, stats = make_window(index, window, vocab_file, options)
+            yield index, (records.tfrecord_bytes(), stats)
         return
     # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow.
     context = multiprocessing.get_context("spawn")  # TF is not fork-safe
@@ -126,12 +132,12 @@ def _run(stream, vocab_file, options, num_workers):
 
         def finish(item):
             done_index, future, text_stats = item
-            records, stats = future.result()
-            return done_index, (records, dict(stats, **text_stats))
+            data, stats = future.result()
+            return done_index, (data, dict(stats, **text_stats))
 
         for index, window in stream:
             args, text_stats = tokenize_window(window, vocab_file, options)
-            pending.append((index, pool.submit(build_window, index, *args), text_stats))
+            pending.append((index, pool.submit(build_window_tfrecord, index, *args), text_stats))
             if len(pending) >= 2 * num_workers:
                 yield finish(pending.pop(0))
         for item in pending:

@@ -66,8 +66,12 @@ def mask_tokens(tokens, lengths, vocab: MaskingVocab, rng, masked_lm_prob=0.15, 
         picked = np.stack([_whole_word_pick(tokens[i], candidate[i], count[i], max_predictions, vocab, rng)
                            for i in range(batch)]) if batch else np.zeros((0, max_predictions), np.int64)
     else:
-        keys = np.where(candidate, rng.random((batch, seq)), np.inf)
-        order = np.argsort(keys, axis=1, kind="stable")[:, :max_predictions]
+        # A uniformly random subset of `count` candidates: the smallest of random keys (non-candidates +inf).
+        # Partitioning finds the `max_predictions` smallest; only those few are put in key order.
+        keys = np.where(candidate, rng.random((batch, seq), dtype=np.float32), np.inf)
+        take = min(max_predictions, seq)
+        order = np.argpartition(keys, take - 1, axis=1)[:, :take] if take < seq else np.tile(np.arange(seq), (batch, 1))
+        order = np.take_along_axis(order, np.argsort(np.take_along_axis(keys, order, 1), axis=1), 1)
         picked = np.where(np.arange(order.shape[1])[None, :] < count[:, None], order, seq)
         if picked.shape[1] < max_predictions:
             picked = np.pad(picked, ((0, 0), (0, max_predictions - picked.shape[1])), constant_values=seq)

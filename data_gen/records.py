@@ -1,4 +1,5 @@
-"""Pretraining records in the original schema, encoded to protobuf wire format with numpy alone (no TensorFlow).
+"""Pretraining records in the original schema, encoded to protobuf wire format and framed as a TFRecord file with
+numpy and CRC-32C alone (no TensorFlow), so that data_gen workers do all of it.
 
 Schema (google-research/bert run_pretraining.py reads exactly this): `input_ids`, `input_mask`, `segment_ids`
 int64[max_seq_length]; `masked_lm_positions`, `masked_lm_ids` int64[max_predictions_per_seq]; `masked_lm_weights`
@@ -7,6 +8,9 @@ float[max_predictions_per_seq]; `next_sentence_labels` int64[1] (1 = B is a rand
 
 from __future__ import annotations
 
+import dataclasses
+
+import google_crc32c
 import numpy as np
 
 _FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",
@@ -14,88 +18,133 @@ _FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "mas
 
 
 def _varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints of a non-negative int array [...]: (bytes [..., width] zero-padded, sizes [...])."""
-    v = np.asarray(values).astype(np.int64)
+    """Varints of a non-negative int array [n, ...] -> (bytes [n, k * width], valid [n, k * width]): each of the k
+    values in a slot of the widest varint's width, its unused bytes marked invalid."""
+    v = np.asarray(values)
+    n = v.shape[0]
+    v = v.reshape(n, -1)
     top = int(v.max()) if v.size else 0
-    sizes = np.ones(v.shape, np.int64)
+    width = 1
+    while top >= 1 << (7 * width):
+        width += 1
+    if width == 1:
+        return v.astype(np.uint8), np.ones(v.shape, bool)
+    rest = v.astype(np.int32 if width <= 4 else np.int64)
+    digits = np.empty(v.shape + (width,), np.uint8)
+    valid = np.empty(v.shape + (width,), bool)
+    valid[..., 0] = True
+    for j in range(width):  # one byte plane at a time: 7 bits, and the continuation bit when more follow
+        low = (rest & 0x7F).astype(np.uint8)
+        rest = rest >> 7
+        if j + 1 < width:
+            more = rest > 0
+            valid[..., j + 1] = more
+            low |= more.view(np.uint8) << 7
+        digits[..., j] = low
+    return digits.reshape(n, -1), valid.reshape(n, -1)
+
+
+def _varint_size(values: np.ndarray) -> np.ndarray:
+    """Bytes of the varint of each value."""
+    size = np.ones(values.shape, np.int64)
     for shift in range(7, 63, 7):
-        if top < (1 << shift):
-            break
-        sizes += v >= (1 << shift)
-    width = int(sizes.max()) if v.size else 1
-    position = np.arange(width)
-    digits = ((v[..., None] >> (position * 7)) & 0x7F).astype(np.uint8)
-    digits |= np.where(position < sizes[..., None] - 1, 0x80, 0).astype(np.uint8)
-    return np.where(position < sizes[..., None], digits, 0).astype(np.uint8), sizes
+        size += values >= 1 << shift
+    return size
 
 
-def _concat_rows(pieces: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise concatenation of ragged byte pieces, each (bytes [n, width], lengths [n]) -> (buffer, row ends)."""
-    lengths = np.stack([length for _, length in pieces], axis=1)  # [n, pieces]
-    row_len = lengths.sum(1)
-    row_start = np.concatenate([[0], np.cumsum(row_len)[:-1]])
-    piece_start = row_start[:, None] + np.concatenate([np.zeros((n, 1), np.int64), np.cumsum(lengths, 1)[:, :-1]], 1)
-    out = np.empty(int(row_len.sum()), np.uint8)
-    for p, (data, length) in enumerate(pieces):
-        valid = np.arange(data.shape[1])[None, :] < length[:, None]
-        out[(piece_start[:, p][:, None] + np.arange(data.shape[1])[None, :])[valid]] = data[valid]
-    return out, np.cumsum(row_len)
+@dataclasses.dataclass
+class Records:
+    """Serialized records laid out as a TFRecord file in one buffer, the data CRCs not filled in yet: per record its
+    length (uint64), the masked CRC-32C of the length, the record, the masked CRC-32C of the record, all
+    little-endian (TF's record_writer.cc format). `starts[i]`, `ends[i]`: where record i lies in the buffer."""
+
+    buffer: np.ndarray  # uint8
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def split(self) -> list[bytes]:
+        """The serialized records, each on its own."""
+        data = self.buffer.tobytes()
+        return [data[start:end] for start, end in zip(self.starts.tolist(), self.ends.tolist())]
+
+    def tfrecord_bytes(self) -> bytes:
+        """The bytes of a TFRecord file holding the records (CRCs with google-crc32c's C code)."""
+        data, value = self.buffer.tobytes(), google_crc32c.value
+        crcs = _masked([value(data[start:end]) for start, end in zip(self.starts.tolist(), self.ends.tolist())])
+        self.buffer[self.ends[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(-1, 4)
+        return self.buffer.tobytes()
 
 
-def _constant(content: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.tile(np.frombuffer(content, np.uint8), (n, 1)), np.full(n, len(content), np.int64)
+def _masked(crcs: list[int]) -> np.ndarray:
+    """TFRecord's masking of a CRC (rotate right by 15, add a constant), as little-endian uint32."""
+    crc = np.array(crcs, np.uint32)
+    return (((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)).astype("<u4")
 
 
-def serialize(arrays: dict[str, np.ndarray]) -> list[bytes]:
-    """Row i of each array -> one serialized tf.train.Example, in the schema above.
+def serialize(arrays: dict[str, np.ndarray]) -> Records:
+    """Row i of each array -> record i, one serialized tf.train.Example in the schema above.
 
     The protobuf wire format is assembled with numpy for the whole batch at once (packed varints for int64 lists,
-    little-endian floats, length-delimited fields): building tf.train.Example objects one by one was 60 % of the
-    generator's time. `tests/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares
-    them, message for message, with `tf.train.Example`.
+    little-endian floats, length-delimited fields): every piece of every record is a column block of one byte
+    matrix with a validity mask (varints sit in slots of the widest one's width), and one boolean selection lays
+    all records out back to back. Building tf.train.Example objects one by one was 60 % of the generator's time.
+    `tests/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares them, message for
+    message, with `tf.train.Example`.
     """
-    n = len(arrays["input_ids"])
+    n = len(arrays["input_ids"]) if arrays else 0
     if n == 0:
-        return []
-    pieces = []
-    for key in _FIELDS:
+        return Records(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    data: list[np.ndarray] = []
+    valid: list[np.ndarray] = []
+
+    def constant(content: bytes):
+        data.append(np.broadcast_to(np.frombuffer(content, np.uint8), (n, len(content))))
+        valid.append(np.ones((n, len(content)), bool))
+
+    def varints(values):
+        digits, ok = _varint_matrix(values)
+        data.append(digits)
+        valid.append(ok)
+
+    fields, body_len = [], 0
+    for key in _FIELDS:  # sizes first: each message's length goes before it
         values = np.asarray(arrays[key]).reshape(n, -1)
         if key == "masked_lm_weights":
-            data = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
-            data_len = np.full(n, data.shape[1], np.int64)
-            tag = b"\x12"  # Feature.float_list
+            payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
+            payload_valid, tag = np.ones(payload.shape, bool), b"\x12"  # Feature.float_list
         else:
             if (values < 0).any():
                 raise ValueError(f"record field {key} must be non-negative")
-            digits, sizes = _varint_matrix(values)  # [n, k, width]
-            data_len = sizes.sum(1)
-            flat = digits[np.arange(digits.shape[2]) < sizes[..., None]]  # row-major: each row's varints in order
-            data = _rows_to_matrix(flat, data_len, n)
-            tag = b"\x1a"  # Feature.int64_list
-        packed_v, packed_vs = _varint_matrix(data_len)
-        list_len = 1 + packed_vs + data_len  # Int64List/FloatList: field 1, packed
-        list_v, list_vs = _varint_matrix(list_len)
-        feature_len = 1 + list_vs + list_len  # Feature: the list in its oneof field
-        feature_v, feature_vs = _varint_matrix(feature_len)
-        key_field = b"\x0a" + bytes([len(key)]) + key.encode()
-        entry_len = len(key_field) + 1 + feature_vs + feature_len  # map entry: key = 1, value = 2
-        entry_v, entry_vs = _varint_matrix(entry_len)
-        pieces += [_constant(b"\x0a", n), (entry_v, entry_vs), _constant(key_field + b"\x12", n),
-                   (feature_v, feature_vs), _constant(tag, n), (list_v, list_vs), _constant(b"\x0a", n),
-                   (packed_v, packed_vs), (data, data_len)]
-    body, body_ends = _concat_rows(pieces, n)
-    body_len = np.diff(np.concatenate([[0], body_ends]))
-    body_v, body_vs = _varint_matrix(body_len)
-    head, head_ends = _concat_rows([_constant(b"\x0a", n), (body_v, body_vs)], n)  # Example.features
-    head_starts = np.concatenate([[0], head_ends[:-1]]).tolist()
-    body_starts = np.concatenate([[0], body_ends[:-1]]).tolist()
-    head_bytes, body_bytes = head.tobytes(), body.tobytes()
-    return [head_bytes[hs:he] + body_bytes[bs:be] for hs, he, bs, be in
-            zip(head_starts, head_ends.tolist(), body_starts, body_ends.tolist())]
-
-
-def _rows_to_matrix(buffer: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarray:
-    """Flat ragged rows of the given lengths -> [n, max_len] zero-padded."""
-    out = np.zeros((n, int(lengths.max())), np.uint8)
-    out[np.arange(out.shape[1])[None, :] < lengths[:, None]] = buffer
-    return out
+            (payload, payload_valid), tag = _varint_matrix(values), b"\x1a"  # Feature.int64_list
+        data_len = payload_valid.sum(1)
+        list_len = 1 + _varint_size(data_len) + data_len  # Int64List/FloatList: field 1, packed
+        feature_len = 1 + _varint_size(list_len) + list_len  # Feature: the list in its oneof field
+        key_field = b"\x0a" + bytes([len(key)]) + key.encode() + b"\x12"  # map entry: key = 1, value = 2
+        entry_len = len(key_field) + _varint_size(feature_len) + feature_len
+        body_len = body_len + 1 + _varint_size(entry_len) + entry_len
+        fields.append((key_field, tag, payload, payload_valid, data_len, list_len, feature_len, entry_len))
+    constant(b"\x0a")  # Example.features
+    varints(body_len[:, None])
+    for key_field, tag, payload, payload_valid, data_len, list_len, feature_len, entry_len in fields:
+        constant(b"\x0a")  # Features.feature: one map entry
+        varints(entry_len[:, None])
+        constant(key_field)
+        varints(feature_len[:, None])
+        constant(tag)
+        varints(list_len[:, None])
+        constant(b"\x0a")
+        varints(data_len[:, None])
+        data.append(payload)
+        valid.append(payload_valid)
+    lengths = sum(v.sum(1) for v in valid)
+    header = lengths.astype("<u8").tobytes()
+    length_crc = _masked([google_crc32c.value(header[8 * i: 8 * i + 8]) for i in range(n)])
+    data[:0] = [np.frombuffer(header, np.uint8).reshape(n, 8), length_crc.view(np.uint8).reshape(n, 4)]
+    valid[:0] = [np.ones((n, 8), bool), np.ones((n, 4), bool)]
+    constant(b"\0\0\0\0")  # the record's CRC, filled in by `Records.tfrecord_bytes`
+    mask = np.concatenate(valid, axis=1)
+    ends = np.cumsum(lengths + 16) - 4
+    return Records(np.concatenate(data, axis=1)[mask], ends - lengths, ends)

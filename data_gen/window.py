@@ -11,7 +11,8 @@ import random
 
 import numpy as np
 
-from data_gen.instances import NspBalance, pairs_from_document
+from data_gen.instances import (A_END, A_START, B_END, B_START, IS_RANDOM, NspBalance, Sentences,
+                                pairs_from_document, truncate)
 from data_gen.masking import MaskingVocab, mask_tokens
 from data_gen.records import serialize
 
@@ -50,59 +51,60 @@ class Options:
 
 def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarray, doc_sizes: list[int],
                  vocab: MaskingVocab, cls_id: int, sep_id: int, options: Options):
-    """Token ids of one window -> (serialized records, statistics). Pure: the result depends on its arguments only.
+    """Token ids of one window -> (`records.Records`, statistics). Pure: the result depends on its arguments only.
 
     `values` are the ids of all sentences back to back, `sentence_ends` where each sentence ends, `doc_sizes` the
     number of sentences of each document. The generators are seeded by (random_seed, window index).
     """
     seeds = np.random.SeedSequence([options.random_seed, window_index])
-    rng = np.random.default_rng(seeds)  # vectorised draws (masking, shuffles)
+    rng = np.random.default_rng(seeds)  # vectorised draws (truncation, masking, shuffles)
     scalar_rng = random.Random(int(seeds.generate_state(2, np.uint64)[1]))  # per-pair draws
-    ids, ends = values.tolist(), sentence_ends.tolist()
-    docs, sentence, start = [], 0, 0
-    for size in doc_sizes:
-        sentences = []
-        for end in ends[sentence:sentence + size]:
-            if end > start:
-                sentences.append(ids[start:end])
-            start = end
-        sentence += size
-        if sentences:
-            docs.append(sentences)
-    stats = {"documents": len(docs)}
-    if len(docs) < 2:
-        return [], dict(stats, instances=0)
-    pairs = []
+    sentences = Sentences.from_ragged(sentence_ends, doc_sizes)
+    stats = {"documents": len(sentences.documents)}
+    if len(sentences.documents) < 2:
+        return serialize({}), dict(stats, instances=0)
+    spans: list = []
     balance = NspBalance()
     max_num_tokens = options.max_seq_length - 3
     for _ in range(options.dupe_factor):
-        for index in rng.permutation(len(docs)):
-            pairs += pairs_from_document(docs, int(index), max_num_tokens, options.short_seq_prob, scalar_rng,
-                                         balance)
-    arrays, kinds = _to_arrays(pairs, vocab, cls_id, sep_id, options, rng)
-    order = rng.permutation(len(pairs))
-    arrays = {k: v[order] for k, v in arrays.items()}
-    stats.update(instances=len(pairs), tokens=int(arrays["input_mask"].sum()),
+        for index in rng.permutation(len(sentences.documents)).tolist():
+            pairs_from_document(sentences, index, max_num_tokens, options.short_seq_prob, scalar_rng, balance, spans)
+    spans = truncate(spans, max_num_tokens, rng)[rng.permutation(len(spans))]
+    arrays, kinds = _to_arrays(np.asarray(values, np.int64), spans, vocab, cls_id, sep_id, options, rng)
+    stats.update(instances=len(spans), tokens=int(arrays["input_mask"].sum()),
                  masked=int(arrays["masked_lm_weights"].sum()), random_next=int(arrays["next_sentence_labels"].sum()),
                  kind_mask=int((kinds == 0).sum()), kind_random=int((kinds == 1).sum()),
                  kind_kept=int((kinds == 2).sum()))
     return serialize(arrays), stats
 
 
-def _to_arrays(pairs, vocab: MaskingVocab, cls_id: int, sep_id: int, options: Options, rng):
-    n, seq = len(pairs), options.max_seq_length
-    tokens = np.zeros((n, seq), np.int64)
-    segments = np.zeros((n, seq), np.int64)
-    lengths = np.zeros(n, np.int64)
-    for i, (a, b, _) in enumerate(pairs):
-        row = [cls_id, *a, sep_id, *b, sep_id]
-        tokens[i, : len(row)] = row
-        segments[i, len(a) + 2: len(row)] = 1
-        lengths[i] = len(row)
-    positions, labels, weights, kinds = mask_tokens(tokens, lengths, vocab, rng, options.masked_lm_prob,
+def build_window_tfrecord(*args) -> tuple[bytes, dict]:
+    """`build_window`, its records framed as TFRecord file bytes: what a worker sends back for the writer to append."""
+    records, stats = build_window(*args)
+    return records.tfrecord_bytes(), stats
+
+
+def _to_arrays(values: np.ndarray, spans: np.ndarray, vocab: MaskingVocab, cls_id: int, sep_id: int,
+               options: Options, rng):
+    """Spans -> the record's arrays: [CLS] A [SEP] B [SEP] gathered from `values` for all rows at once, masked."""
+    seq = options.max_seq_length
+    a_start, b_start = spans[:, A_START, None], spans[:, B_START, None]
+    la = spans[:, A_END, None] - a_start
+    lb = spans[:, B_END, None] - b_start
+    length = la + lb + 3
+    column = np.arange(seq)[None, :]
+    in_a = (column >= 1) & (column <= la)
+    in_b = (column >= la + 2) & (column < length - 1)
+    source = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - la - 2, 0))
+    tokens = np.where(in_a | in_b, values[source], 0)
+    tokens[:, 0] = cls_id
+    rows = np.arange(len(spans))
+    tokens[rows, la[:, 0] + 1] = sep_id
+    tokens[rows, length[:, 0] - 1] = sep_id
+    segments = ((column >= la + 2) & (column < length)).astype(np.int64)
+    positions, labels, weights, kinds = mask_tokens(tokens, length[:, 0], vocab, rng, options.masked_lm_prob,
                                                     options.max_predictions_per_seq, options.do_whole_word_mask)
-    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
-    arrays = {"input_ids": tokens, "input_mask": mask, "segment_ids": segments, "masked_lm_positions": positions,
-              "masked_lm_ids": labels, "masked_lm_weights": weights,
-              "next_sentence_labels": np.array([[int(p[2])] for p in pairs], np.int64).reshape(n, 1)}
+    arrays = {"input_ids": tokens, "input_mask": (column < length).astype(np.int64), "segment_ids": segments,
+              "masked_lm_positions": positions, "masked_lm_ids": labels, "masked_lm_weights": weights,
+              "next_sentence_labels": spans[:, IS_RANDOM, None]}
     return arrays, kinds

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from data_gen.documents import CorpusError, read_documents, windows
-from data_gen.instances import NspBalance, pairs_from_document, truncate_pair
+from data_gen.instances import NspBalance, Sentences, pairs_from_document, truncate
 from data_gen.masking import MaskingVocab, mask_tokens, num_to_predict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,12 +89,32 @@ def make_docs(rng, n, sentences=(1, 4), words=(3, 25)):
             for _ in range(n)]
 
 
+def flatten(docs):
+    """Documents of token lists -> (flat ids, Sentences), as `window.build_window` receives them."""
+    values = np.array([t for d in docs for s in d for t in s], np.int64)
+    ends = np.cumsum([len(s) for d in docs for s in d])
+    return values, Sentences.from_ragged(ends, [len(d) for d in docs])
+
+
+def all_pairs(docs, max_num_tokens, short_seq_prob, seed):
+    values, sentences = flatten(docs)
+    rng, spans, balance = random.Random(seed), [], NspBalance()
+    for i in range(len(sentences.documents)):
+        pairs_from_document(sentences, i, max_num_tokens, short_seq_prob, rng, balance, spans)
+    spans = truncate(spans, max_num_tokens, np.random.default_rng(seed))
+    return [(values[a0:a1].tolist(), values[b0:b1].tolist(), r) for a0, a1, b0, b1, r in spans.tolist()]
+
+
+def test_sentences_skip_empty_sentences_and_documents():
+    # documents: [s(2), empty, s(3)], [empty], [s(1)]
+    sentences = Sentences.from_ragged(np.array([2, 2, 5, 5, 6]), [3, 1, 1])
+    assert sentences.starts == [0, 2, 5] and sentences.ends == [2, 5, 6]
+    assert sentences.documents == [(0, 2), (2, 3)]
+
+
 def test_pairs_keep_nsp_at_half_on_short_documents():
     """The original drifts to ~60 % random next on documents this short; ours stays at 50 % +- 1 %."""
-    rng = random.Random(2)
-    docs = make_docs(rng, 3000)
-    balance = NspBalance()
-    pairs = [p for i in range(len(docs)) for p in pairs_from_document(docs, i, 125, 0.1, rng, balance)]
+    pairs = all_pairs(make_docs(random.Random(2), 3000), 125, 0.1, 2)
     ratio = np.mean([p[2] for p in pairs])
     assert len(pairs) > 2000 and abs(ratio - 0.5) < 0.01, ratio
     for a, b, _ in pairs:
@@ -102,29 +122,61 @@ def test_pairs_keep_nsp_at_half_on_short_documents():
 
 
 def test_actual_next_is_the_continuation_and_random_is_another_document():
-    rng = random.Random(3)
+    # token 100 d + 10 s + k: document d, sentence s, k-th token
     docs = [[list(range(100 * d + 10 * s, 100 * d + 10 * s + 5)) for s in range(4)] for d in range(50)]
-    balance = NspBalance()
+    values, sentences = flatten(docs)
+    rng, balance = random.Random(3), NspBalance()
+
+    def whole_sentences(tokens):  # -> the document; the tokens must be consecutive whole sentences of it
+        d, s = tokens[0] // 100, tokens[0] % 100 // 10
+        assert len(tokens) % 5 == 0 and tokens == [t for part in docs[d][s:s + len(tokens) // 5] for t in part]
+        return d
+
+    seen = set()
     for i in range(len(docs)):
-        for a, b, is_random in pairs_from_document(docs, i, 125, 0.0, rng, balance):
-            doc_a, doc_b = a[0] // 100, b[0] // 100
-            assert doc_a == i
+        spans = []
+        pairs_from_document(sentences, i, 125, 0.0, rng, balance, spans)
+        own = []  # without truncation (4 x 5 tokens fit), A and the actual-next Bs use each sentence once, in order
+        for a0, a1, b0, b1, is_random in spans:
+            a, b = values[a0:a1].tolist(), values[b0:b1].tolist()
+            assert whole_sentences(a) == i
+            own.append(a)
             if is_random:
-                assert doc_b != i
+                assert whole_sentences(b) != i
             else:
-                assert doc_b == i and b[0] == a[-1] + 6  # the next sentence, in order
+                assert whole_sentences(b) == i and b[0] == a[-1] + 6  # the next sentence
+                own.append(b)
+            seen.add(is_random)
+        assert [t for part in own for t in part] == [t for s in docs[i] for t in s]
+    assert seen == {0, 1}
 
 
-def test_truncation_trims_the_longer_side_from_both_ends():
+def original_truncation(la, lb, max_num_tokens, rng):
+    """The original's loop, one token at a time: (front cut of A, back cut of A, front cut of B, back cut of B)."""
+    cuts = [0, 0, 0, 0]
+    while la + lb > max_num_tokens:
+        side = 0 if la > lb else 2
+        cuts[side + (rng.random() >= 0.5)] += 1
+        la, lb = (la - 1, lb) if side == 0 else (la, lb - 1)
+    return cuts
+
+
+def test_truncation_matches_the_original_token_by_token_loop():
     rng = random.Random(4)
-    fronts = backs = 0
-    for _ in range(200):
-        a, b = list(range(50)), list(range(100, 110))
-        truncate_pair(a, b, 40, rng)
-        assert len(a) == 30 and b == list(range(100, 110))
-        fronts += a[0] > 0
-        backs += a[-1] < 49
-    assert fronts > 50 and backs > 50
+    cases = [(rng.randrange(1, 150), rng.randrange(1, 150), rng.randrange(2, 126)) for _ in range(3000)]
+    cases += [(50, 10, 40), (5, 5, 9), (6, 5, 9), (5, 6, 9), (8, 7, 10), (7, 5, 9), (1, 1, 2), (3, 1, 2)]
+    spans = np.array([(1000, 1000 + la, 5000, 5000 + lb, 0) for la, lb, _ in cases])
+    for max_num_tokens in (2, 9, 40, 125):
+        out = truncate(spans, max_num_tokens, np.random.default_rng(5))
+        for (la, lb, _), row, original in zip(cases, out, spans):
+            cuts = original_truncation(la, lb, max_num_tokens, rng)
+            assert row[1] - row[0] == la - cuts[0] - cuts[1] and row[3] - row[2] == lb - cuts[2] - cuts[3]
+            assert original[0] <= row[0] <= row[1] <= original[1] and original[2] <= row[2] <= row[3] <= original[3]
+    # which end loses the tokens: a fair coin per token, as the original
+    out = truncate(np.tile([0, 50, 100, 110, 0], (4000, 1)), 40, np.random.default_rng(6))
+    front = out[:, 0]
+    assert (out[:, 1] - out[:, 0] == 30).all() and (out[:, 2:4] == [100, 110]).all()
+    assert abs(front.mean() - 10) < 0.2 and abs(front.var() - 5) < 0.5  # Binomial(20, 1/2)
 
 
 def test_documents_and_windows(tmp_path):
@@ -214,9 +266,11 @@ def test_deterministic_whatever_the_number_of_workers(corpus, vocab_file, tmp_pa
 def test_gzip_and_whole_word_masking(corpus, vocab_file, tmp_path):
     from data_gen.generate import Options, generate
 
-    meta = generate(corpus, [str(tmp_path / "a.tfrecord")], vocab_file,
-                    Options(dupe_factor=1, window_size=100, max_seq_length=64, max_predictions_per_seq=10,
-                            do_whole_word_mask=True), gzip=True, progress=False)
+    options = Options(dupe_factor=1, window_size=100, max_seq_length=64, max_predictions_per_seq=10,
+                      do_whole_word_mask=True)
+    meta = generate(corpus, [str(tmp_path / "a.tfrecord")], vocab_file, options, gzip=True, progress=False)
+    generate(corpus, [str(tmp_path / "again" / "a.tfrecord")], vocab_file, options, gzip=True, progress=False)
+    assert filecmp.cmp(tmp_path / "a.tfrecord", tmp_path / "again" / "a.tfrecord", shallow=False)  # no time stamp
     with open(tmp_path / "a.tfrecord", "rb") as f:
         assert f.read(2) == b"\x1f\x8b"
     gzip_lib.open(tmp_path / "a.tfrecord").read(16)
@@ -258,9 +312,15 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "create_pretraining_data: error:" in bad.stderr and "[MASK]" in bad.stderr
     assert not (tmp_path / "bad").exists()
+    # --num_workers processes re-import the CLI module (spawn): it must not pull TensorFlow in, nor must the worker's
+    # own module
+    probe = ("import sys, data_gen.create_pretraining_data, data_gen.window; "
+             "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    light = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert light.stdout.strip() == "[]", light.stdout + light.stderr
 
 
-def test_wire_format_encoder_matches_tf_train_example():
+def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     import tensorflow as tf
 
     from data_gen.records import serialize
@@ -273,7 +333,8 @@ def test_wire_format_encoder_matches_tf_train_example():
               "masked_lm_ids": rng.integers(0, 2**40, (n, 4)),  # multi-byte varints up to 6 bytes
               "masked_lm_weights": rng.random((n, 4)).astype("float32"),
               "next_sentence_labels": rng.integers(0, 2, (n, 1))}
-    for i, record in enumerate(serialize(arrays)):
+    records = serialize(arrays)
+    for i, record in enumerate(records.split()):
         parsed = tf.io.parse_single_example(record, feature_spec(16, 4))
         for key, values in arrays.items():
             np.testing.assert_array_equal(parsed[key].numpy(), values[i].astype(parsed[key].dtype.as_numpy_dtype))
@@ -283,6 +344,14 @@ def test_wire_format_encoder_matches_tf_train_example():
         assert tf.train.Example.FromString(record) == reference
     with pytest.raises(ValueError, match="non-negative"):
         serialize(dict(arrays, masked_lm_ids=-arrays["masked_lm_ids"]))
+    # framed as a file: byte for byte what TF's own TFRecordWriter writes (length, masked CRC-32Cs)
+    path = os.path.join(tmp_path, "reference.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records.split():
+            writer.write(record)
+    with open(path, "rb") as f:
+        assert records.tfrecord_bytes() == f.read()
+    assert serialize({}).tfrecord_bytes() == b"" and serialize({}).split() == []
 
 
 def test_beam_pipeline_writes_the_same_records_as_the_local_run(vocab_file, tmp_path):
