@@ -40,15 +40,13 @@ def num_to_predict(lengths, masked_lm_prob, max_predictions):
 
 def _replace(tokens, positions, valid, vocab: MaskingVocab, rng):
     """Applies the 80/10/10 rule in place at `positions` where `valid`; returns (labels, kinds)."""
-    rows, slots = np.nonzero(valid)
-    where = positions[rows, slots]
-    labels = np.zeros(positions.shape, np.int64)
-    labels[rows, slots] = tokens[rows, where]
-    roll = rng.random(positions.shape)
-    random_ids = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), positions.shape)]
-    new = np.where(roll < 0.8, vocab.mask_id, np.where(roll < 0.9, labels, random_ids))
-    tokens[rows, where] = new[rows, slots]
+    flat = (np.arange(len(tokens)) * tokens.shape[1])[:, None] + positions  # indices into tokens as flattened
+    labels = np.where(valid, np.take(tokens, flat), 0)
+    roll = rng.random(positions.shape, dtype=np.float32)
     kinds = np.where(valid, np.where(roll < 0.8, 0, np.where(roll < 0.9, 2, 1)), -1)
+    random_ids = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), positions.shape, dtype=np.int32)]
+    new = np.where(kinds == 0, vocab.mask_id, np.where(kinds == 2, labels, random_ids))
+    np.put(tokens, flat[valid], new[valid])
     return labels, kinds
 
 

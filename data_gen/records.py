@@ -139,10 +139,11 @@ def serialize(arrays: dict[str, np.ndarray]) -> Records:
         varints(data_len[:, None])
         data.append(payload)
         valid.append(payload_valid)
-    lengths = sum(v.sum(1) for v in valid)
-    header = lengths.astype("<u8").tobytes()
-    length_crc = _masked([google_crc32c.value(header[8 * i: 8 * i + 8]) for i in range(n)])
-    data[:0] = [np.frombuffer(header, np.uint8).reshape(n, 8), length_crc.view(np.uint8).reshape(n, 4)]
+    lengths = 1 + _varint_size(body_len) + body_len
+    # TFRecord header: the length and its CRC, computed once per distinct length (a few hundred per window)
+    distinct, which = np.unique(lengths, return_inverse=True)
+    length_crc = _masked([google_crc32c.value(int(length).to_bytes(8, "little")) for length in distinct])[which]
+    data[:0] = [lengths.astype("<u8").view(np.uint8).reshape(n, 8), length_crc.view(np.uint8).reshape(n, 4)]
     valid[:0] = [np.ones((n, 8), bool), np.ones((n, 4), bool)]
     constant(b"\0\0\0\0")  # the record's CRC, filled in by `Records.tfrecord_bytes`
     mask = np.concatenate(valid, axis=1)

@@ -84,6 +84,10 @@ def build_window_tfrecord(*args) -> tuple[bytes, dict]:
     return records.tfrecord_bytes(), stats
 
 
+def worker_ready() -> None:
+    """Nothing: submitted once per worker at start so that the worker processes load this module early."""
+
+
 def _to_arrays(values: np.ndarray, spans: np.ndarray, vocab: MaskingVocab, cls_id: int, sep_id: int,
                options: Options, rng):
     """Spans -> the record's arrays: [CLS] A [SEP] B [SEP] gathered from `values` for all rows at once, masked."""
