@@ -70,7 +70,7 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
         for index in rng.permutation(len(sentences.documents)).tolist():
             pairs_from_document(sentences, index, max_num_tokens, options.short_seq_prob, scalar_rng, balance, spans)
     spans = truncate(spans, max_num_tokens, rng)[rng.permutation(len(spans))]
-    arrays, kinds = _to_arrays(np.asarray(values, np.int64), spans, vocab, cls_id, sep_id, options, rng)
+    arrays, kinds = _to_arrays(np.asarray(values), spans, vocab, cls_id, sep_id, options, rng)
     stats.update(instances=len(spans), tokens=int(arrays["input_mask"].sum()),
                  masked=int(arrays["masked_lm_weights"].sum()), random_next=int(arrays["next_sentence_labels"].sum()),
                  kind_mask=int((kinds == 0).sum()), kind_random=int((kinds == 1).sum()),
@@ -92,23 +92,23 @@ def _to_arrays(values: np.ndarray, spans: np.ndarray, vocab: MaskingVocab, cls_i
                options: Options, rng):
     """Spans -> the record's arrays: [CLS] A [SEP] B [SEP] gathered from `values` for all rows at once, masked."""
     seq = options.max_seq_length
+    spans = spans.astype(np.int32)
     a_start, b_start = spans[:, A_START, None], spans[:, B_START, None]
     la = spans[:, A_END, None] - a_start
-    lb = spans[:, B_END, None] - b_start
-    length = la + lb + 3
-    column = np.arange(seq)[None, :]
-    in_a = (column >= 1) & (column <= la)
-    in_b = (column >= la + 2) & (column < length - 1)
-    source = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - la - 2, 0))
-    tokens = np.where(in_a | in_b, values[source], 0)
-    tokens[:, 0] = cls_id
+    length = la + (spans[:, B_END, None] - b_start) + 3
+    column = np.arange(seq, dtype=np.int32)[None, :]
+    in_b = column >= la + 2
+    real = column < length
+    # Column j holds A's token j - 1 or B's token j - la - 2; [CLS], [SEP] and padding are written over after.
+    source = np.where(in_b, b_start - la - 2, a_start - 1) + column
+    tokens = np.where(real, values[np.clip(source, 0, len(values) - 1)], 0)
     rows = np.arange(len(spans))
+    tokens[:, 0] = cls_id
     tokens[rows, la[:, 0] + 1] = sep_id
     tokens[rows, length[:, 0] - 1] = sep_id
-    segments = ((column >= la + 2) & (column < length)).astype(np.int64)
     positions, labels, weights, kinds = mask_tokens(tokens, length[:, 0], vocab, rng, options.masked_lm_prob,
                                                     options.max_predictions_per_seq, options.do_whole_word_mask)
-    arrays = {"input_ids": tokens, "input_mask": (column < length).astype(np.int64), "segment_ids": segments,
+    arrays = {"input_ids": tokens, "input_mask": real.view(np.uint8), "segment_ids": (in_b & real).view(np.uint8),
               "masked_lm_positions": positions, "masked_lm_ids": labels, "masked_lm_weights": weights,
               "next_sentence_labels": spans[:, IS_RANDOM, None]}
     return arrays, kinds
