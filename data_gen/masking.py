@@ -64,20 +64,36 @@ def mask_tokens(tokens, lengths, vocab: MaskingVocab, rng, masked_lm_prob=0.15, 
         picked = np.stack([_whole_word_pick(tokens[i], candidate[i], count[i], max_predictions, vocab, rng)
                            for i in range(batch)]) if batch else np.zeros((0, max_predictions), np.int64)
     else:
-        # A uniformly random subset of `count` candidates: the smallest of random keys (non-candidates +inf).
-        # Partitioning finds the `max_predictions` smallest; only those few are put in key order.
-        keys = np.where(candidate, rng.random((batch, seq), dtype=np.float32), np.inf)
-        take = min(max_predictions, seq)
-        order = np.argpartition(keys, take - 1, axis=1)[:, :take] if take < seq else np.tile(np.arange(seq), (batch, 1))
-        order = np.take_along_axis(order, np.argsort(np.take_along_axis(keys, order, 1), axis=1), 1)
-        picked = np.where(np.arange(order.shape[1])[None, :] < count[:, None], order, seq)
-        if picked.shape[1] < max_predictions:
-            picked = np.pad(picked, ((0, 0), (0, max_predictions - picked.shape[1])), constant_values=seq)
-    picked = np.sort(picked, axis=1)
+        picked = _random_subsets(candidate, count, max_predictions, rng)
     valid = picked < seq
     positions = np.where(valid, picked, 0)
     labels, kinds = _replace(tokens, positions, valid, vocab, rng)
     return positions, labels, valid.astype(np.float32), kinds
+
+
+def _random_subsets(candidate, count, max_predictions, rng):
+    """Per row, a uniformly random subset of `count` of the candidate positions, ascending, padded with seq.
+
+    Selection sampling (Knuth's algorithm S) down the columns for all rows at once: a candidate is taken with
+    probability (still to take) / (candidates left), which gives every subset of the size the same chance, takes
+    exactly `count`, and yields the positions already sorted.
+    """
+    batch, seq = candidate.shape
+    by_column = np.ascontiguousarray(candidate.T)
+    draws = rng.random((seq, batch))
+    need = count.astype(np.float64)
+    left = by_column.sum(0).astype(np.float64)
+    taken = np.empty((seq, batch), bool)
+    for j in range(seq):
+        is_candidate = by_column[j]
+        taken[j] = is_candidate & (draws[j] * left < need)
+        need -= taken[j]
+        left -= is_candidate
+    rows, columns = np.nonzero(taken.T)  # row by row, columns ascending
+    slots = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+    picked = np.full((batch, max_predictions), seq, np.int64)
+    picked[rows, slots] = columns
+    return picked
 
 
 def _whole_word_pick(tokens, candidate, count, max_predictions, vocab: MaskingVocab, rng):

@@ -61,6 +61,21 @@ def test_masking_statistics():
     np.testing.assert_array_equal(tokens[untouched], original[untouched])
 
 
+def test_masked_positions_are_a_uniform_random_subset():
+    rng = np.random.default_rng(7)
+    vocab = MaskingVocab.from_tokens(TOKENS)
+    n = 20000
+    tokens = np.tile([CLS] + list(range(10, 20)) + [SEP], (n, 1))  # 10 candidates; round(12 * 0.25) = 3 picked
+    positions, _, weights, _ = mask_tokens(tokens, np.full(n, 12), vocab, rng, 0.25, 5)
+    assert (weights.sum(1) == 3).all() and (weights[:, 3:] == 0).all()
+    picked = np.zeros((n, 12), bool)
+    picked[np.arange(n)[:, None], positions[:, :3]] = True
+    assert not picked[:, [0, 11]].any()
+    np.testing.assert_allclose(picked[:, 1:11].mean(0), 0.3, atol=0.015)  # every candidate alike
+    both = (picked[:, 1:11, None] & picked[:, None, 1:11]).mean(0)[~np.eye(10, dtype=bool)]
+    np.testing.assert_allclose(both, 3 * 2 / (10 * 9), atol=0.01)  # and every pair: the subsets are uniform
+
+
 def test_whole_word_masking_takes_every_piece_of_a_word():
     rng = np.random.default_rng(1)
     vocab = MaskingVocab.from_tokens(TOKENS)
