@@ -135,9 +135,16 @@ def report(name, rows, columns):
         print("  ".join(f"{row[c]}".ljust(w) for c, w in zip(columns, widths)))
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.csv")
+    fieldnames = ["date", "machine", "cpus"] + list(columns)
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), None)
+        if header != fieldnames:  # the benchmark's columns changed: keep the old rows under their own header
+            stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+            os.replace(path, os.path.join(RESULTS, f"{name}-until-{stamp}.csv"))
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["date", "machine", "cpus"] + list(columns))
+        writer = csv.DictWriter(f, fieldnames=fieldnames)
         if new:
             writer.writeheader()
         for row in rows:
