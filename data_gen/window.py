@@ -1,7 +1,8 @@
 """One window of tokenized documents -> serialized records: the work a data_gen worker does, free of TensorFlow.
 
-Workers import only numpy and this package's pure modules, so they start in a fraction of a second and do not
-compete with TensorFlow's thread pools; tokenization happens in the main process (or in `generate.make_window`).
+Workers import only numpy, google-crc32c and this package's pure modules, so they start in a fraction of a second
+and do not compete with TensorFlow's thread pools; tokenization happens in the main process (or in
+`generate.make_window`).
 """
 
 from __future__ import annotations
