@@ -17,9 +17,9 @@ _FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "mas
            "masked_lm_weights")
 
 
-def _varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Varints of a non-negative int array [n, ...] -> (bytes [n, k * width], valid [n, k * width]): each of the k
-    values in a slot of the widest varint's width, its unused bytes marked invalid."""
+    values in a slot of the widest varint's width, its unused bytes marked invalid (valid is None: all are)."""
     v = np.asarray(values)
     n = v.shape[0]
     v = v.reshape(n, -1)
@@ -28,7 +28,7 @@ def _varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     while top >= 1 << (7 * width):
         width += 1
     if width == 1:
-        return v.astype(np.uint8), np.ones(v.shape, bool)
+        return v.astype(np.uint8), None
     rest = v.astype(np.int32 if width <= 4 else np.int64)
     digits = np.empty(v.shape + (width,), np.uint8)
     valid = np.empty(v.shape + (width,), bool)
@@ -97,29 +97,25 @@ def serialize(arrays: dict[str, np.ndarray]) -> Records:
     n = len(arrays["input_ids"]) if arrays else 0
     if n == 0:
         return Records(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    data: list[np.ndarray] = []
-    valid: list[np.ndarray] = []
+    pieces: list[tuple[np.ndarray, np.ndarray | None]] = []  # column blocks: (bytes, valid or None if all are)
 
     def constant(content: bytes):
-        data.append(np.broadcast_to(np.frombuffer(content, np.uint8), (n, len(content))))
-        valid.append(np.ones((n, len(content)), bool))
+        pieces.append((np.frombuffer(content, np.uint8), None))
 
     def varints(values):
-        digits, ok = _varint_matrix(values)
-        data.append(digits)
-        valid.append(ok)
+        pieces.append(_varint_matrix(values))
 
     fields, body_len = [], 0
     for key in _FIELDS:  # sizes first: each message's length goes before it
         values = np.asarray(arrays[key]).reshape(n, -1)
         if key == "masked_lm_weights":
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
-            payload_valid, tag = np.ones(payload.shape, bool), b"\x12"  # Feature.float_list
+            payload_valid, tag = None, b"\x12"  # Feature.float_list
         else:
             if (values < 0).any():
                 raise ValueError(f"record field {key} must be non-negative")
             (payload, payload_valid), tag = _varint_matrix(values), b"\x1a"  # Feature.int64_list
-        data_len = payload_valid.sum(1)
+        data_len = np.full(n, payload.shape[1]) if payload_valid is None else payload_valid.sum(1)
         list_len = 1 + _varint_size(data_len) + data_len  # Int64List/FloatList: field 1, packed
         feature_len = 1 + _varint_size(list_len) + list_len  # Feature: the list in its oneof field
         key_field = b"\x0a" + bytes([len(key)]) + key.encode() + b"\x12"  # map entry: key = 1, value = 2
@@ -137,15 +133,21 @@ def serialize(arrays: dict[str, np.ndarray]) -> Records:
         varints(list_len[:, None])
         constant(b"\x0a")
         varints(data_len[:, None])
-        data.append(payload)
-        valid.append(payload_valid)
+        pieces.append((payload, payload_valid))
     lengths = 1 + _varint_size(body_len) + body_len
     # TFRecord header: the length and its CRC, computed once per distinct length (a few hundred per window)
     distinct, which = np.unique(lengths, return_inverse=True)
     length_crc = _masked([google_crc32c.value(int(length).to_bytes(8, "little")) for length in distinct])[which]
-    data[:0] = [lengths.astype("<u8").view(np.uint8).reshape(n, 8), length_crc.view(np.uint8).reshape(n, 4)]
-    valid[:0] = [np.ones((n, 8), bool), np.ones((n, 4), bool)]
+    pieces[:0] = [(lengths.astype("<u8").view(np.uint8).reshape(n, 8), None),
+                  (length_crc.view(np.uint8).reshape(n, 4), None)]
     constant(b"\0\0\0\0")  # the record's CRC, filled in by `Records.tfrecord_bytes`
-    mask = np.concatenate(valid, axis=1)
+    width = sum(block.shape[-1] for block, _ in pieces)
+    matrix, mask = np.empty((n, width), np.uint8), np.ones((n, width), bool)
+    column = 0
+    for block, ok in pieces:
+        matrix[:, column:column + block.shape[-1]] = block
+        if ok is not None:
+            mask[:, column:column + block.shape[-1]] = ok
+        column += block.shape[-1]
     ends = np.cumsum(lengths + 16) - 4
-    return Records(np.concatenate(data, axis=1)[mask], ends - lengths, ends)
+    return Records(matrix[mask], ends - lengths, ends)
