@@ -5,8 +5,8 @@ tokenizes each window in-graph (TensorFlow is loaded once, here) and hands the t
 runs `window.build_window` without TensorFlow: shuffle the documents, build pairs (`instances`) `dupe_factor`
 times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes (`records`).
 A window's generators are seeded by (random_seed, window index) alone, so its bytes do not depend on which worker
-made it, and the main process appends windows in order (window k to shard k mod shards). Memory is bounded by the windows in flight (2 per
-worker), whatever the corpus size. The random-next pool is the window.
+made it, and the main process appends windows in order (window k to shard k mod shards). Memory is bounded by the
+windows in flight (2 per worker), whatever the corpus size. The random-next pool is the window.
 """
 
 from __future__ import annotations
