@@ -208,6 +208,9 @@ _REMOVED = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
 # The original maps tab/newline/CR and Zs to spaces and then splits with Python's str.split(), which also splits at
 # U+001C-U+001F, U+0085 (all removed above as controls) and U+2028/U+2029 (kept, so they split here).
 _SPACE = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
+# The same without U+0020, for mapping whitespace to spaces: Zs lists the space itself, and RE2 rewriting every space
+# as a space made that no-op the slowest step of tokenization (223 -> 29 ms per 100k lines of English).
+_SPACE_BUT_SPACE = r"[\t\n\r\x{A0}\x{1680}\x{2000}-\x{200A}\x{202F}\x{205F}\x{3000}\x{2028}\x{2029}]"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -279,7 +282,7 @@ class BertTokenizerLayer(keras.layers.Layer):
             # Fast path, whole lines at a time: the same result, because whitespace blocks the final-sigma context
             # of lower-casing just as the original's per-token lower-casing does, and normalisation creates no
             # whitespace (punctuation and CJK it may create are split below, as in the original).
-            spaced = tf.strings.regex_replace(self._normalize_lines(text), _SPACE, " ")
+            spaced = tf.strings.regex_replace(self._normalize_lines(text), _SPACE_BUT_SPACE, " ")
             spaced = tf.strings.regex_replace(spaced, f"({_PUNCT}|{_CJK})", r" \1 ")
             return tf.strings.split(spaced), None, None  # the only whitespace left is ASCII space
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")

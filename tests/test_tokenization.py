@@ -90,6 +90,17 @@ def test_hand_picked_differences_are_closed(tokenizers):
     assert python.tokenize("ΟΣ.Α ΟΣ") == ["ο", "##σ", ".", "α", "ο", "##ς"]
 
 
+def test_whitespace_class_of_the_fast_path_is_the_originals_whitespace_but_the_space():
+    """`_SPACE_BUT_SPACE` spells out Zs (without U+0020) for speed; it must stay what Python calls whitespace."""
+    from bert_tf.tokenization import _SPACE_BUT_SPACE
+
+    zs = {chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Zs"}
+    expected = (zs | set("\t\n\r\u2028\u2029")) - {" "}
+    chars = sorted({chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000} | zs)
+    matched = tf.strings.regex_full_match(chars, _SPACE_BUT_SPACE).numpy()
+    assert {c for c, m in zip(chars, matched) if m} == expected
+
+
 # Unassigned code points (Cn) are left out: their classes differ between the Unicode versions of Python, RE2 and
 # Rust, so the tokenizers could only agree on them by accident.
 HAND_PICKED_CHARS = set("".join(HAND_PICKED) + "😀")
