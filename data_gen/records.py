@@ -62,9 +62,6 @@ class Records:
     starts: np.ndarray
     ends: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.ends)
-
     def split(self) -> list[bytes]:
         """The serialized records, each on its own."""
         data = self.buffer.tobytes()
