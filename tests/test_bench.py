@@ -1,4 +1,4 @@
-"""The benchmark harness's arithmetic: the FLOP count behind every "fraction of the matmul floor" figure."""
+"""The benchmark harness: the FLOP count behind every "fraction of the matmul floor" figure, and the results files."""
 
 import pytest
 import tensorflow as tf
@@ -22,3 +22,22 @@ def test_encoder_flops_equal_tensorflows_own_count_of_the_encoder_graph(preset, 
     matmuls = [node for node in profile.children if types.get(node.name) in ("MatMul", "BatchMatMulV2")]
     assert len(matmuls) == config.num_hidden_layers * 8 + 1  # q, k, v, scores, context, out, ffn x2; pooler
     assert sum(node.float_ops for node in matmuls) == encoder_flops(config, batch, seq)
+
+
+def test_report_keeps_old_rows_under_their_own_header_when_the_columns_change(tmp_path, monkeypatch):
+    import csv
+
+    from bench import common
+
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    common.report("demo", [{"a": 1}], ["a"])
+    common.report("demo", [{"a": 2}], ["a"])
+    common.report("demo", [{"a": 3, "b": 4}], ["a", "b"])
+    rotated = [p for p in tmp_path.iterdir() if p.name.startswith("demo-until-")]
+    assert len(rotated) == 1
+    with open(rotated[0], newline="") as f:
+        old = list(csv.DictReader(f))
+    with open(tmp_path / "demo.csv", newline="") as f:
+        new = list(csv.DictReader(f))
+    assert [r["a"] for r in old] == ["1", "2"] and "b" not in old[0]
+    assert [(r["a"], r["b"]) for r in new] == [("3", "4")]
