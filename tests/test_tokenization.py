@@ -117,6 +117,26 @@ def test_differential_against_hf_tokenizers(tokenizers, texts):
     check_agree(tokenizers, texts)
 
 
+ASCII = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(ASCII, ASCII, MIXED), min_size=1, max_size=8))
+def test_ascii_lines_take_the_end_to_end_op_with_the_same_tokens(tokenizers, texts):
+    """Pure-ASCII lines run through tensorflow-text's end-to-end WordPiece op, the others through our regex steps;
+    batches mix both, so the lines must also come back in their order."""
+    check_agree(tokenizers, texts)
+
+
+def test_every_ascii_character_and_the_word_length_limit(tokenizers):
+    chars = [chr(c) for c in range(128)]
+    texts = [f"ab{c}cd" for c in chars] + [f"{c}x" for c in chars] + ["".join(chars), "".join(chars).upper()]
+    texts += ["a" * 199 + " b", "a" * 200 + " b", "a" * 201 + " b", "ab" * 100 + "." + "c" * 201]
+    check_agree(tokenizers, texts)
+    assert tokenizers[1](tf.constant(["x" * 200, "x" * 201])).to_list()[1] == [tokenizers[0].vocab["[UNK]"]]
+
+
 def test_cased_model_keeps_case_and_accents(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Café", "café", "!", "Ab", "##c"]))
