@@ -24,7 +24,7 @@ from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError, expand_input_files
 from data_gen.masking import MaskingVocab
-from data_gen.window import Options, build_window, build_window_tfrecord, worker_ready
+from data_gen.window import Options, build_window, build_window_tfrecord, worker_init, worker_ready
 from data_gen.writer import METADATA_NAME, ShardWriter, file_sha256, write_metadata
 
 
@@ -129,7 +129,7 @@ def _run(stream, vocab_file, options, num_workers):
         return
     # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow.
     context = multiprocessing.get_context("spawn")  # TF is not fork-safe
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init) as pool:
         for _ in range(num_workers):  # start the workers now: they load while this process builds its tokenizer
             pool.submit(worker_ready)
         pending = []
