@@ -250,10 +250,13 @@ class BertTokenizerLayer(keras.layers.Layer):
             # Pure-ASCII lines, cleaned and lowercased: splitting at whitespace and punctuation (its definition on
             # ASCII is the original's, and ASCII has no CJK) plus WordPiece in one op, 2x faster than our regex
             # steps; a character is a byte, so the byte limit is the original's 200-character limit.
-            self._ascii_wordpiece = tf_text.FastWordpieceTokenizer(
-                vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=MAX_CHARS_PER_WORD,
-                token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=False,
-                support_detokenization=False)
+            try:
+                self._ascii_wordpiece = tf_text.FastWordpieceTokenizer(
+                    vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=MAX_CHARS_PER_WORD,
+                    token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=False,
+                    support_detokenization=False)
+            except RuntimeError:  # every token has punctuation (special tokens only): the general path for all lines
+                self._ascii_wordpiece = None
 
     def _normalize(self, tokens):
         """Step 2 on strings: drop controls; lowercase, NFD and strip marks if uncased.
@@ -352,14 +355,19 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     def call(self, text):
         """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""
-        ascii_index, ascii_lines, other_index, other = self._ascii_and_other_lines(
-            tf.convert_to_tensor(text, tf.string))
+        text = tf.convert_to_tensor(text, tf.string)
+        if self._ascii_wordpiece is None:
+            return self._wordpiece_words(self.split_words(text, with_offsets=False)[0])
+        ascii_index, ascii_lines, other_index, other = self._ascii_and_other_lines(text)
         ascii_ids = self._ascii_wordpiece.tokenize(ascii_lines)
-        words = self._split_normalized(other)
-        flat, _ = _cap_long_words(words.flat_values)
-        other_ids = words.with_flat_values(self._wordpiece.tokenize(flat)).merge_dims(1, 2)
+        other_ids = self._wordpiece_words(self._split_normalized(other))
         order = tf.math.invert_permutation(tf.concat([ascii_index, other_index], 0))
         return tf.gather(tf.concat([ascii_ids, other_ids], 0), order)
+
+    def _wordpiece_words(self, words):
+        """Words ragged [batch, (words)] -> ids ragged [batch, (pieces)]."""
+        flat, _ = _cap_long_words(words.flat_values)
+        return words.with_flat_values(self._wordpiece.tokenize(flat)).merge_dims(1, 2)
 
     def get_config(self):
         config = super().get_config()

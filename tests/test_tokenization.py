@@ -137,6 +137,18 @@ def test_every_ascii_character_and_the_word_length_limit(tokenizers):
     assert tokenizers[1](tf.constant(["x" * 200, "x" * 201])).to_list()[1] == [tokenizers[0].vocab["[UNK]"]]
 
 
+def test_vocab_of_special_tokens_only(tmp_path):
+    """No token without punctuation, so the end-to-end op cannot be built (data_gen.build_vocab makes such a layer
+    to split words): every line takes the general path, with the original's result."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(specials) + "\n")
+    texts = ["hello, world!", "café [MASK]", ""]
+    python, layer = FullTokenizer(str(path)), BertTokenizerLayer(vocab=specials)
+    assert layer(tf.constant(texts)).to_list() == [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+    assert layer(tf.constant(texts[:1])).to_list() == [[1, 1, 1, 1]]
+
+
 def test_cased_model_keeps_case_and_accents(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Café", "café", "!", "Ab", "##c"]))
