@@ -13,8 +13,9 @@ Two implementations of one set of rules (google-research/bert tokenization.py, p
 tensors for `tf.data` and exported SavedModels. We do not use tensorflow-text's own normalisers: `BertTokenizer`'s
 lower-casing and `FastBertTokenizer`'s normaliser apply NFKC case folding, which the original does not (e.g. U+00B4
 `´`, full-width letters, ligatures, `ß`), so step 1-3 are written with core string ops and only step 4 runs on
-tensorflow-text's `FastWordpieceTokenizer`. For pure-ASCII lines, where NFKC and the original agree, the in-graph
-path without offsets lowercases with a core op and leads steps 1-4 in one end-to-end `FastWordpieceTokenizer` op.
+tensorflow-text's `FastWordpieceTokenizer`. Pure-ASCII lines, on which tensorflow-text's whitespace and punctuation
+rules are the original's, are cleaned and lowercased with core ops by the in-graph path without offsets and then
+split and WordPiece-tokenized by one end-to-end `FastWordpieceTokenizer` op.
 """
 
 from __future__ import annotations

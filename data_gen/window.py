@@ -102,7 +102,7 @@ def worker_init() -> None:
 
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no C library to load, or one without mallopt
         return
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     mallopt(m_mmap_threshold, 32 << 20)
