@@ -335,6 +335,39 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
     assert light.stdout.strip() == "[]", light.stdout + light.stderr
 
 
+WINDOW_PAGE_FAULTS = r"""
+import resource, sys
+import numpy as np
+from data_gen import window
+from data_gen.masking import MaskingVocab
+if sys.argv[1] == "init":
+    window.worker_init()
+tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(3000)]
+rng = np.random.default_rng(0)
+lengths = rng.integers(5, 40, 7000)
+values = rng.integers(5, len(tokens), lengths.sum()).astype(np.int32)
+args = (values, np.cumsum(lengths), [7] * 1000, MaskingVocab.from_tokens(tokens), 2, 3, window.Options(dupe_factor=5))
+faults = []
+for i in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    window.build_window_tfrecord(i, *args)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(sum(faults[1:]))
+"""
+
+
+def test_worker_init_lets_later_windows_reuse_memory_instead_of_faulting_it_in():
+    """The pool initializer's point: after the first window, a worker's windows come out of memory it already has.
+    Counted in minor page faults of windows 2-4 (1,000 documents each), against a process without the initializer."""
+    faults = {}
+    for mode in ("init", "default"):
+        out = subprocess.run([sys.executable, "-c", WINDOW_PAGE_FAULTS, mode], capture_output=True, text=True,
+                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=True)
+        faults[mode] = int(out.stdout.strip().splitlines()[-1])
+    assert faults["default"] > 2000, faults  # the allocator does fault window memory back in by default
+    assert faults["init"] * 10 < faults["default"], faults
+
+
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     import tensorflow as tf
 
