@@ -34,7 +34,7 @@ def main():
     megabytes = sum(len(line.encode()) + 1 for line in lines) / 1e6
     batches = [lines[i:i + args.batch] for i in range(0, len(lines), args.batch)]
     other_batches = [["\u00bb " + line for line in batch] for batch in batches]
-    other_megabytes = megabytes + 3 * len(lines) / 1e6
+    other_megabytes = sum(len(line.encode()) + 1 for batch in other_batches for line in batch) / 1e6
 
     layer = BertTokenizerLayer(vocab)
     graph = tf.function(lambda t: layer(t), input_signature=[tf.TensorSpec([None], tf.string)])
