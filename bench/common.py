@@ -86,11 +86,10 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), tri
 
 
 def tf_onednn():
-    """Whether this process's TensorFlow runs its oneDNN CPU kernels ("on" / "off"). TensorFlow reads
-    `TF_ENABLE_ONEDNN_OPTS` once, at import; `import bert_tf` sets it to 1 unless it is set (bert_tf/__init__.py)."""
-    from tensorflow.python.util import _pywrap_util_port
+    """Whether this process's TensorFlow runs its oneDNN CPU kernels, as "on" / "off" (see `bert_tf.onednn`)."""
+    from bert_tf.onednn import onednn_enabled
 
-    return "on" if _pywrap_util_port.IsMklEnabled() else "off"
+    return "on" if onednn_enabled() else "off"
 
 
 def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), seconds=0.5):

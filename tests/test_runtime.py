@@ -1,21 +1,54 @@
-"""What importing `bert_tf` sets for the process: TensorFlow's oneDNN CPU kernels on, unless the user said otherwise."""
+"""What importing `bert_tf` sets for the process: TensorFlow's oneDNN CPU kernels on (x86), unless the user said
+otherwise, and a warning when TensorFlow was imported first with them off."""
 
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
-PROBE = ("import bert_tf\n"
-         "from tensorflow.python.util import _pywrap_util_port\n"
-         "print('onednn', _pywrap_util_port.IsMklEnabled())\n")
+from bert_tf import onednn
+
+PROBE = ("import warnings\n"
+         "warnings.simplefilter('always')\n"
+         "{first}\n"
+         "with warnings.catch_warnings(record=True) as caught:\n"
+         "    import bert_tf\n"
+         "from bert_tf.onednn import onednn_enabled\n"
+         "print('onednn', onednn_enabled())\n"
+         "print('warned', any('imported before bert_tf' in str(w.message) for w in caught))\n")
+
+
+def probe(setting=None, first=""):
+    env = {k: v for k, v in os.environ.items() if k != onednn.VARIABLE}
+    if setting is not None:
+        env[onednn.VARIABLE] = setting
+    out = subprocess.run([sys.executable, "-c", PROBE.format(first=first)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return "onednn True" in out.stdout, "warned True" in out.stdout
 
 
 @pytest.mark.parametrize("setting, expected", [(None, True), ("0", False)])
 def test_importing_bert_tf_first_turns_on_onednn_unless_the_variable_is_set(setting, expected):
-    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    if setting is not None:
-        env["TF_ENABLE_ONEDNN_OPTS"] = setting
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert f"onednn {expected}" in out.stdout
+    assert probe(setting) == (expected, False)
+
+
+def test_tensorflow_imported_first_warns_exactly_when_it_left_onednn_off():
+    enabled, warned = probe(first="import tensorflow")
+    assert warned == (not enabled)  # off on an AVX2 CPU (this project's reference machine): warned
+    assert probe("0", first="import tensorflow")[1] is False  # the user chose Eigen's kernels: no warning
+
+
+def test_other_architectures_and_user_settings_are_left_alone(monkeypatch):
+    monkeypatch.delenv(onednn.VARIABLE, raising=False)
+    monkeypatch.setattr(onednn.platform, "machine", lambda: "aarch64")
+    onednn.prefer_onednn()
+    assert onednn.VARIABLE not in os.environ
+    monkeypatch.setattr(onednn.platform, "machine", lambda: "x86_64")
+    monkeypatch.setenv(onednn.VARIABLE, "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # TensorFlow is already imported here: any warning would fail
+        onednn.prefer_onednn()
+    assert os.environ[onednn.VARIABLE] == "0"
