@@ -9,9 +9,9 @@ every document and every instance held in memory, a global shuffle, masking with
 import collections
 import random
 
-import tensorflow as tf
+from bert_tf.tokenization import FullTokenizer  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 
-from bert_tf.tokenization import FullTokenizer
+import tensorflow as tf
 
 
 def create_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import collections
 import os
 
-import tensorflow as tf
+from bert_tf.tokenization import BertTokenizerLayer  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 
-from bert_tf.tokenization import BertTokenizerLayer
+import tensorflow as tf
 from data_gen.documents import CorpusError, expand_input_files
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 
+import bert_tf  # noqa: F401  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 import tensorflow as tf
 
 # --kind -> the task-registry kinds it exports

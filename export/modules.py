@@ -16,9 +16,9 @@ constants, and loads with `tensorflow` and `tensorflow_text` imported, nothing e
 
 from __future__ import annotations
 
-import tensorflow as tf
+from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 
-from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
+import tensorflow as tf
 
 STRINGS = tf.TensorSpec([None], tf.string)
 

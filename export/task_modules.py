@@ -16,9 +16,10 @@ with "" / -1 / 0 and come with a count (`num_words`, `num_masks`). Offsets count
 
 from __future__ import annotations
 
+from bert_tf.tokenization import pack_inputs_graph  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+
 import tensorflow as tf
 
-from bert_tf.tokenization import pack_inputs_graph
 from export import windows
 from export.modules import hold, trim
 
