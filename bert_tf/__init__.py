@@ -1,6 +1,6 @@
 """bert-tf: BERT (Devlin et al., 2018) in TensorFlow 2 and Keras 3.
 
-Importing the package first turns on TensorFlow's oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`).
+Imported before TensorFlow, the package turns on its oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`).
 """
 
 from bert_tf.onednn import prefer_onednn
