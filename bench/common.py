@@ -85,13 +85,6 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), tri
     return best
 
 
-def tf_onednn():
-    """Whether this process's TensorFlow runs its oneDNN CPU kernels, as "on" / "off" (see `bert_tf.onednn`)."""
-    from bert_tf.onednn import onednn_enabled
-
-    return "on" if onednn_enabled() else "off"
-
-
 def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), seconds=0.5):
     """`matmul_rate` for PyTorch's CPU GEMM (same shape, all cores)."""
     import torch

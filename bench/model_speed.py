@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from bench.common import (encoder_flops, matmul_rate, median, paired_times, peer_configs, report, tf_onednn,
+from bench.common import (encoder_flops, matmul_rate, median, paired_times, peer_configs, report,
                           torch_matmul_rate)
 
 VOCAB = 30522
@@ -163,6 +163,7 @@ def main():
         parser.error(f"--cells: unknown {', '.join(unknown)}; choose from {', '.join(CELLS)}")
 
     from bert_tf import BertConfig
+    from bert_tf.onednn import onednn_enabled
 
     rates = {(precision, stack): rate(dtype) for precision, dtype in (("fp32", "float32"), ("bf16", "bfloat16"))
              for stack, rate in (("TF", matmul_rate), ("TF XLA", lambda d: matmul_rate(d, jit_compile=True)),
@@ -171,7 +172,7 @@ def main():
     torch_bf16 = rates["bf16", "torch"]
     torch_bf16_usable = torch_bf16 >= 0.25 * rates["fp32", "torch"]
     rate_line = ", ".join(f"{stack} {precision} {r / 1e9:.1f}" for (precision, stack), r in rates.items())
-    rate_line += f" (TF's oneDNN kernels {tf_onednn()})"
+    rate_line += f" (TF's oneDNN kernels {'on' if onednn_enabled() else 'off'})"
     print(f"matmul rate, GFLOP/s (1024x768x3072): {rate_line}", flush=True)
     rows = []
     for cell, mode, precision, xla in cells_for(args):
