@@ -3,10 +3,11 @@
 The corpus is read as a stream of documents grouped into windows of `window_size` documents. The main process
 tokenizes each window in-graph (TensorFlow is loaded once, here) and hands the token ids to a worker process, which
 runs `window.build_window` without TensorFlow: shuffle the documents, build pairs (`instances`) `dupe_factor`
-times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes (`records`).
-A window's generators are seeded by (random_seed, window index) alone, so its bytes do not depend on which worker
-made it, and the main process appends windows in order (window k to shard k mod shards). Memory is bounded by the
-windows in flight (2 per worker), whatever the corpus size. The random-next pool is the window.
+times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes (`records`),
+then appends them to the window's shard itself (`appender`), in window order (window k to shard k mod shards); only
+statistics come back. A window's generators are seeded by (random_seed, window index) alone, so its bytes do not
+depend on which worker made it. Memory is bounded by the windows in flight (2 per worker), whatever the corpus
+size. The random-next pool is the window.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError, expand_input_files
 from data_gen.masking import MaskingVocab
-from data_gen.window import Options, build_window, build_window_tfrecord, worker_init, worker_ready
+from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
+                             worker_ready)
 from data_gen.writer import METADATA_NAME, ShardWriter, file_sha256, write_metadata
 
 
@@ -96,10 +98,11 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     totals: dict = {}
     started = time.time()
     bar = _progress(progress)
+    stream = enumerate(documents_lib.windows(documents_lib.read_documents(files), options.window_size))
+    runs = _run(stream, vocab_file, options, num_workers, writer.appender)
     try:
-        stream = enumerate(documents_lib.windows(documents_lib.read_documents(files), options.window_size))
-        for index, (data, stats) in _run(stream, vocab_file, options, num_workers):
-            writer.write_window(index, data, stats["instances"])
+        for index, stats in runs:
+            writer.count(index, stats["instances"])
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0) + value
             bar.update(stats, totals, time.time() - started)
@@ -107,6 +110,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty documents "
                               "separated by a blank line")
     except BaseException:
+        writer.appender.fail()
+        runs.close()  # the workers are shut down: nothing appends after this
         writer.abort()
         raise
     finally:
@@ -120,32 +125,34 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     return metadata
 
 
-def _run(stream, vocab_file, options, num_workers):
-    """Yields (window index, (TFRecord file bytes, stats)) in window order, at most 2 windows per worker in flight."""
+def _run(stream, vocab_file, options, num_workers, appender):
+    """Builds and appends every window (window k after window k-1); yields (window index, statistics) in order, with
+    at most 2 windows per worker in flight."""
     if num_workers == 1:
         for index, window in stream:
-            records, stats = make_window(index, window, vocab_file, options)
-            yield index, (records.tfrecord_bytes(), stats)
+            args, text_stats = tokenize_window(window, vocab_file, options)
+            yield index, dict(append_window(appender, index, *args), **text_stats)
         return
     # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow.
     context = multiprocessing.get_context("spawn")  # TF is not fork-safe
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init) as pool:
-        for _ in range(num_workers):  # start the workers now: they load while this process builds its tokenizer
-            pool.submit(worker_ready)
-        pending = []
-
-        def finish(item):
-            done_index, future, text_stats = item
-            data, stats = future.result()
-            return done_index, (data, dict(stats, **text_stats))
-
-        for index, window in stream:
-            args, text_stats = tokenize_window(window, vocab_file, options)
-            pending.append((index, pool.submit(build_window_tfrecord, index, *args), text_stats))
-            if len(pending) >= 2 * num_workers:
-                yield finish(pending.pop(0))
-        for item in pending:
-            yield finish(item)
+    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init,
+                                                initargs=(appender,)) as pool:
+        try:
+            for _ in range(num_workers):  # start the workers now: they load while this process builds its tokenizer
+                pool.submit(worker_ready)
+            pending = []
+            for index, window in stream:
+                args, text_stats = tokenize_window(window, vocab_file, options)
+                pending.append((index, pool.submit(worker_append_window, index, *args), text_stats))
+                if len(pending) >= 2 * num_workers:
+                    done_index, future, done_text = pending.pop(0)
+                    yield done_index, dict(future.result(), **done_text)
+            for done_index, future, done_text in pending:
+                yield done_index, dict(future.result(), **done_text)
+        except BaseException:  # incl. GeneratorExit: stop the waiting workers before the pool waits for them
+            appender.fail()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def _metadata(files, output_files, vocab_file, options, gzip, totals, counts):

@@ -1,4 +1,5 @@
-"""One window of tokenized documents -> serialized records: the work a data_gen worker does, free of TensorFlow.
+"""One window of tokenized documents -> serialized records appended to its shard: a data_gen worker's work, free of
+TensorFlow.
 
 Workers import only numpy, google-crc32c and this package's pure modules, so they start in a fraction of a second
 and do not compete with TensorFlow's thread pools; tokenization happens in the main process (or in
@@ -12,6 +13,7 @@ import random
 
 import numpy as np
 
+from data_gen.appender import WindowAppender
 from data_gen.instances import (A_END, A_START, B_END, B_START, IS_RANDOM, NspBalance, Sentences,
                                 pairs_from_document, truncate)
 from data_gen.masking import MaskingVocab, mask_tokens
@@ -79,18 +81,33 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
     return serialize(arrays), stats
 
 
-def build_window_tfrecord(*args) -> tuple[bytes, dict]:
-    """`build_window`, its records framed as TFRecord file bytes: what a worker sends back for the writer to append."""
-    records, stats = build_window(*args)
-    return records.tfrecord_bytes(), stats
+def append_window(appender: WindowAppender, window_index: int, *args) -> dict:
+    """`build_window`, its records framed as TFRecord file bytes and appended to the window's shard in window order;
+    returns the statistics. Any failure stops the other windows' appends too (`WindowAppender.fail`)."""
+    try:
+        records, stats = build_window(window_index, *args)
+        appender.append(window_index, records.tfrecord_bytes())
+    except BaseException:
+        appender.fail()
+        raise
+    return stats
+
+
+_APPENDER: list[WindowAppender] = []  # a worker's appender, set by `worker_init`
+
+
+def worker_append_window(window_index: int, *args) -> dict:
+    """`append_window` with the appender this worker was started with: the task a pool worker runs."""
+    return append_window(_APPENDER[0], window_index, *args)
 
 
 def worker_ready() -> None:
     """Nothing: submitted once per worker at start so that the worker processes load this module early."""
 
 
-def worker_init() -> None:
-    """Pool initializer: let freed window arrays be reused instead of handed back to the kernel.
+def worker_init(appender: WindowAppender | None = None) -> None:
+    """Pool initializer: keep the run's appender, and let freed window arrays be reused instead of handed back to
+    the kernel.
 
     A window allocates arrays of a few to tens of MB. glibc serves blocks that large with mmap and unmaps them when
     freed, so every window page-faults all of its memory in again: 0.9 s of system time per worker pair on a 20 MB
@@ -100,6 +117,8 @@ def worker_init() -> None:
     """
     import ctypes
 
+    if appender is not None:
+        _APPENDER[:] = [appender]
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):  # no C library to load, or one without mallopt

@@ -3,19 +3,19 @@ hash are the reader's, `bert_tf.pretraining`: one definition for both sides)."""
 
 from __future__ import annotations
 
-import gzip as gzip_lib
 import json
 import os
 
 from bert_tf.pretraining import METADATA_NAME, feature_spec, file_sha256  # noqa: F401 (the reader's contract)
+from data_gen.appender import WindowAppender
 
 
 class ShardWriter:
-    """Appends windows of TFRecord file bytes round-robin into shard files under temporary names; `close()` renames
-    them. The workers frame the records (`records.Records.tfrecord_bytes`), so writing is one `write` per window.
+    """Shard files under temporary names, which windows are appended to by its `appender` (from the worker that
+    built each window, `appender.WindowAppender`); `close()` renames them, `abort()` removes them.
 
-    A run that dies leaves only `*.tmp` files, never a shard that looks complete. With `gzip`, each shard is one
-    gzip stream at TF's default level, without a file name or time stamp in its header, so re-runs are byte-identical.
+    A run that dies leaves only `*.tmp` files, never a shard that looks complete. Call `abort()` only once no
+    process appends any more (`generate` fails the appender and shuts its workers down first).
     """
 
     def __init__(self, paths: list[str], gzip: bool = False):
@@ -23,31 +23,23 @@ class ShardWriter:
         for path in self.paths:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._tmp = [f"{path}.tmp" for path in self.paths]
-        self._files = [open(tmp, "wb") for tmp in self._tmp]
-        self._streams = [gzip_lib.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) if gzip else f
-                         for f in self._files]
+        for tmp in self._tmp:
+            open(tmp, "wb").close()  # empty, so that a re-run after a kill starts its shards afresh
+        self.appender = WindowAppender(self._tmp, gzip=gzip)
         self.counts = [0] * len(self.paths)
 
-    def write_window(self, window_index: int, data: bytes, count: int) -> None:
-        shard = window_index % len(self.paths)
-        self._streams[shard].write(data)
-        self.counts[shard] += count
+    def count(self, window_index: int, instances: int) -> None:
+        """Window `window_index` was appended with `instances` records."""
+        self.counts[window_index % len(self.paths)] += instances
 
     def close(self) -> None:
-        self._close()
         for tmp, path in zip(self._tmp, self.paths):
             os.replace(tmp, path)
 
     def abort(self) -> None:
-        self._close()
         for tmp in self._tmp:
             if os.path.exists(tmp):
                 os.remove(tmp)
-
-    def _close(self) -> None:
-        for stream, f in zip(self._streams, self._files):
-            stream.close()
-            f.close()
 
 
 def write_metadata(path: str, metadata: dict) -> None:

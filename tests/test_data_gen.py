@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -205,6 +206,40 @@ def test_documents_and_windows(tmp_path):
         list(windows(iter([[1]]), 3))
 
 
+def test_appender_writes_windows_in_order_whatever_order_they_finish_in(tmp_path):
+    import threading
+
+    from data_gen.appender import AppendAborted, WindowAppender
+
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+    appender = WindowAppender(paths)
+    late = [threading.Thread(target=appender.append, args=(i, f"w{i};".encode())) for i in (3, 1, 2)]
+    for thread in late:  # windows 1-3 are ready first and wait for window 0
+        thread.start()
+    time.sleep(0.05)
+    assert not any(os.path.getsize(p) if os.path.exists(p) else 0 for p in paths)
+    appender.append(0, b"w0;")
+    for thread in late:
+        thread.join(5)
+    assert [open(p, "rb").read() for p in paths] == [b"w0;w2;", b"w1;w3;"]  # window k in shard k mod 2
+    errors = []
+
+    def waiting():
+        try:
+            appender.append(5, b"w5;")  # window 4 never comes
+        except AppendAborted as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.05)
+    appender.fail()
+    thread.join(5)
+    assert errors and not thread.is_alive() and open(paths[1], "rb").read() == b"w1;w3;"
+    with pytest.raises(AppendAborted):
+        appender.append(4, b"w4;")
+
+
 # ------------------------------------------------------------------------------------------- whole runs (TF)
 @pytest.fixture(scope="module")
 def vocab_file():
@@ -284,8 +319,10 @@ def test_gzip_and_whole_word_masking(corpus, vocab_file, tmp_path):
     options = Options(dupe_factor=1, window_size=100, max_seq_length=64, max_predictions_per_seq=10,
                       do_whole_word_mask=True)
     meta = generate(corpus, [str(tmp_path / "a.tfrecord")], vocab_file, options, gzip=True, progress=False)
-    generate(corpus, [str(tmp_path / "again" / "a.tfrecord")], vocab_file, options, gzip=True, progress=False)
-    assert filecmp.cmp(tmp_path / "a.tfrecord", tmp_path / "again" / "a.tfrecord", shallow=False)  # no time stamp
+    generate(corpus, [str(tmp_path / "again" / "a.tfrecord")], vocab_file, options, num_workers=2, gzip=True,
+             progress=False)
+    # no time stamp, and one gzip member per window whichever process compressed it
+    assert filecmp.cmp(tmp_path / "a.tfrecord", tmp_path / "again" / "a.tfrecord", shallow=False)
     with open(tmp_path / "a.tfrecord", "rb") as f:
         assert f.read(2) == b"\x1f\x8b"
     gzip_lib.open(tmp_path / "a.tfrecord").read(16)
@@ -350,7 +387,7 @@ args = (values, np.cumsum(lengths), [7] * 1000, MaskingVocab.from_tokens(tokens)
 faults = []
 for i in range(4):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    window.build_window_tfrecord(i, *args)
+    window.build_window(i, *args)[0].tfrecord_bytes()
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(sum(faults[1:]))
 """
