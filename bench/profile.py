@@ -95,9 +95,9 @@ def main():
         print(f"{args.cell}: GEMMs of [{batch * seq} tokens] x [{config.hidden_size}] x [{config.intermediate_size}]")
         return gemm_rates(batch * seq, config.hidden_size, config.intermediate_size)
 
-    import tensorflow as tf
+    from bert_tf import BertConfig  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 
-    from bert_tf import BertConfig
+    import tensorflow as tf
 
     preset, batch, seq = CELLS[args.cell]
     run = ours(BertConfig.preset(preset, vocab_size=VOCAB), make_batch(batch, seq), args.mode, args.precision,
