@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 from typing import Iterable, Iterator
 
 
@@ -24,6 +25,10 @@ def expand_input_files(patterns) -> list[str]:
         matched = sorted(glob.glob(pattern))
         if not matched:
             raise CorpusError(f"--input_file: {pattern!r} matches no file")
+        for path in matched:
+            if os.path.isdir(path):
+                raise CorpusError(f"--input_file: {path} is a directory; pass its files, e.g. "
+                                  f"{os.path.join(path, '*.txt')}")
         files += matched
     return files
 

@@ -149,7 +149,8 @@ def _run(stream, vocab_file, options, num_workers, appender):
                     yield done_index, dict(future.result(), **done_text)
             for done_index, future, done_text in pending:
                 yield done_index, dict(future.result(), **done_text)
-        except BaseException:  # incl. GeneratorExit: stop the waiting workers before the pool waits for them
+        except BaseException:  # incl. GeneratorExit: workers abort at their next turn check instead of appending
+            # windows that `ShardWriter.abort` will delete; the shutdown waits for them, so none appends after it
             appender.fail()
             pool.shutdown(wait=True, cancel_futures=True)
             raise

@@ -5,6 +5,7 @@ import gzip as gzip_lib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -343,6 +344,34 @@ def test_bad_corpora_fail_clearly_without_partial_shards(vocab_file, tmp_path, c
     with pytest.raises(CorpusError, match=message):
         generate(str(path), [str(tmp_path / "out" / "x.tfrecord")], vocab_file, progress=False)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_directory_input_fails_clearly(vocab_file, tmp_path):
+    from data_gen.generate import generate
+
+    with pytest.raises(CorpusError, match=r"is a directory; pass its files, e\.g\. .*\*\.txt"):
+        generate(str(tmp_path), [str(tmp_path / "out" / "x.tfrecord")], vocab_file, progress=False)
+
+
+def test_interrupted_parallel_run_stops_its_workers_and_leaves_no_shard(corpus, vocab_file, tmp_path):
+    """Ctrl-C in the middle of a 2-worker run: the workers stop appending (one of them may be waiting for the
+    other's turn), the process exits, and neither finished nor temporary shards remain."""
+    big = tmp_path / "big.txt"
+    big.write_text((open(corpus, encoding="utf-8").read() + "\n\n") * 20, encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={big}", f"--output_file={out}/",
+           "--num_output_shards=2", f"--vocab_file={vocab_file}", "--num_workers=2", "--window_size=50",
+           "--dupe_factor=5"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp")):
+        time.sleep(0.02)  # until the workers have appended something
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert not list(out.iterdir())
 
 
 def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
