@@ -48,7 +48,8 @@ class WindowAppender:
         while self._turn.value != window_index:
             self._check()
             time.sleep(0.001)
-        self._check()  # after this, `fail()` waits for the caller to finish (see `generate`) before removing files
+        self._check()  # a failure after this check still lets this append finish: `generate` removes the files
+        # only once the workers have stopped
         if data:
             with open(self.paths[window_index % len(self.paths)], "ab") as f:
                 f.write(data)
