@@ -56,7 +56,6 @@ def write_corpus(path, megabytes):
             size += 1
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
-    return os.path.getsize(path) / 1e6
 
 
 def measure(kind, corpus, vocab, workers, tmp):
