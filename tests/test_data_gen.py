@@ -241,6 +241,43 @@ def test_appender_writes_windows_in_order_whatever_order_they_finish_in(tmp_path
         appender.append(4, b"w4;")
 
 
+ORPHANED_WORKER = r"""
+import multiprocessing, os, sys
+from data_gen.appender import AppendAborted, WindowAppender
+
+
+def worker(appender, result):
+    open(result + ".started", "w").close()
+    try:
+        appender.append(1, b"never")  # window 0 never comes: only the owner's death can end this wait
+    except AppendAborted as e:
+        with open(result, "w") as f:
+            f.write(str(e))
+
+
+if __name__ == "__main__":
+    out, result = sys.argv[1:]
+    appender = WindowAppender([out])
+    multiprocessing.get_context("spawn").Process(target=worker, args=(appender, result)).start()
+    while not os.path.exists(result + ".started"):
+        pass
+    os._exit(0)  # dies like a killed main process: no clean-up, the worker is left behind
+"""
+
+
+def test_a_worker_whose_main_process_died_stops_waiting(tmp_path):
+    out, result = tmp_path / "shard", tmp_path / "result"
+    script = tmp_path / "main.py"  # a file, so that the spawned worker can import its function
+    script.write_text(ORPHANED_WORKER)
+    subprocess.run([sys.executable, str(script), str(out), str(result)], cwd=ROOT, timeout=60, check=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    deadline = time.time() + 30
+    while time.time() < deadline and not (result.exists() and result.read_text()):
+        time.sleep(0.05)
+    assert "main process has exited" in result.read_text()
+    assert not out.exists() or out.read_bytes() == b""
+
+
 # ------------------------------------------------------------------------------------------- whole runs (TF)
 @pytest.fixture(scope="module")
 def vocab_file():
