@@ -7,12 +7,15 @@
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
-overlap, so shares are of the summed op time, not of the wall time. Under `--xla` the step is one XLA cluster and
-the breakdown says little; profile without it.
+overlap, so shares are of the summed op time, not of the wall time. Under `--xla` the breakdown is of XLA's thunks
+instead (see `op_times`): in BERT's step `MatMul`/`dot` are the GEMMs, `call` the dropout masks' random numbers
+(Philox, expanded by XLA into scalar 64-bit arithmetic on CPU) and `wrapped_reduce-window` LayerNorm's
+reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduce-window of 32-wide pieces).
 
-`--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF and in torch: forward
-`x @ W`, input gradient `dy @ W^T` and weight gradient `x^T @ dy`, the shapes a train step runs. TF's GEMMs are
-chained through a scalar added to the input (one element-wise pass, ~2 % of a GEMM, counted against TF).
+`--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
+kernel), in XLA (`jit_compile`) and in torch: forward `x @ W`, input gradient `dy @ W^T` and weight gradient
+`x^T @ dy`, the shapes a train step runs. TF's and XLA's GEMMs are chained through a scalar added to the input (one
+element-wise pass, ~2 % of a GEMM, counted against them).
 """
 
 import argparse
@@ -27,7 +30,11 @@ from bench.model_speed import CELLS, VOCAB, make_batch, ours
 
 
 def op_times(logdir):
-    """(time by op type, time by op name with the layer index folded), in seconds, from the trace in `logdir`."""
+    """(time by op type, time by op name with the layer index folded), in seconds, from the trace in `logdir`.
+
+    Without XLA the events are TF ops on the executor threads (`tf_Compute`). An XLA-compiled step is one op there;
+    its work shows as XLA's thunks on the Eigen threads, named after the HLO instruction (`MatMul.12`, `call.3`,
+    `wrapped_reduce-window.7`): those are summed by name with the number dropped, outermost events only."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -37,11 +44,21 @@ def op_times(logdir):
     for plane in space.planes:
         names = {key: meta.name for key, meta in plane.event_metadata.items()}
         for line in plane.lines:
+            if "_Eigen" in line.name:  # XLA thunks; a nested thunk (inside a `call`) is part of its caller's time
+                end = -1
+                for event in sorted(line.events, key=lambda e: e.offset_ps):
+                    name = names.get(event.metadata_id, "")
+                    if name == "ThunkExecutor::Execute" or event.offset_ps < end:
+                        continue
+                    end = event.offset_ps + event.duration_ps
+                    by_type[re.sub(r"\.\d+$", "", name)] += event.duration_ps / 1e12
+                    by_name[name] += event.duration_ps / 1e12
             if not line.name.startswith("tf_Compute"):  # TF executor threads: one event per op run
                 continue
             for event in line.events:
                 name = names.get(event.metadata_id, "")
-                if ":" not in name or name.startswith(("ThreadpoolListener", "ExecutorState")):
+                # CpuExecutable: a whole XLA cluster, whose thunks are counted above
+                if ":" not in name or name.startswith(("ThreadpoolListener", "ExecutorState", "CpuExecutable")):
                     continue
                 path, op_type = name.rsplit(":", 1)
                 by_type[op_type] += event.duration_ps / 1e12
@@ -58,6 +75,7 @@ def gemm_rates(tokens, h_in, h_out, repeats=20):
     from bench.common import paired_times
 
     torch.set_num_threads(os.cpu_count())
+    tf.get_logger().setLevel("ERROR")  # six chains of one Python function: TF's retracing warning is expected
     x, w, dy = (tf.random.normal(s) for s in ((tokens, h_in), (h_in, h_out), (tokens, h_out)))
     tx, tw, tdy = (torch.from_numpy(t.numpy()) for t in (x, w, dy))
     cases = {"forward x @ W": (lambda e: tf.matmul(x + e, w), lambda: tx @ tw),
@@ -65,17 +83,17 @@ def gemm_rates(tokens, h_in, h_out, repeats=20):
              "weight grad x^T @ dy": (lambda e: tf.matmul(x + e, dy, transpose_a=True), lambda: tx.T @ tdy)}
     flops = 2 * tokens * h_in * h_out
     for name, (tf_fn, torch_fn) in cases.items():
-        @tf.function(autograph=False)
         def chain(tf_fn=tf_fn):  # each GEMM waits for the last (a scalar from it), so none is merged or overlapped
             e = tf.constant(0.0)
             for _ in range(repeats):
                 e = tf_fn(e)[0, 0] * 0.0
             return e
 
-        tf_times, torch_times = paired_times([lambda: chain().numpy(),
-                                              lambda: [torch_fn() for _ in range(repeats)]], repeats=3)
-        print(f"{name:<24} TF {repeats * flops / min(tf_times) / 1e9:6.0f} GFLOP/s   "
-              f"torch {repeats * flops / min(torch_times) / 1e9:6.0f} GFLOP/s")
+        tf_chain, xla_chain = (tf.function(chain, autograph=False, jit_compile=jit) for jit in (False, True))
+        times = paired_times([lambda: tf_chain().numpy(), lambda: xla_chain().numpy(),
+                              lambda: [torch_fn() for _ in range(repeats)]], repeats=3)
+        print(f"{name:<24}" + "".join(f" {label} {repeats * flops / min(t) / 1e9:6.0f} GFLOP/s  "
+                                      for label, t in zip(("TF", "XLA", "torch"), times)))
 
 
 def main():
