@@ -161,7 +161,7 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
     dataset = tf.data.Dataset.from_tensor_slices(parts)
     dataset = dataset.shuffle(count, seed=seed).repeat().batch(options.train_batch_size)
     model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0,
-              callbacks=callbacks)
+              callbacks=callbacks, shuffle=False)  # the dataset is shuffled; Keras would warn that it cannot
     return model
 
 
