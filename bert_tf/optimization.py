@@ -9,7 +9,8 @@ Three things are added to Keras, nothing else:
   summing the shares, so under `MirroredStrategy` the clip norm means something different from one device. We sum
   first, then clip, and the update that follows does not sum again. A step whose gradients are not finite on any
   replica is skipped on all of them, so a NaN never reaches the weights and replicas never disagree. Gradients are
-  made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately;
+  made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately. Variables without
+  a gradient are skipped without Keras's warning, as the original's optimizer skips them;
 - Adam's update in TF's fused `ResourceApplyAdam` kernel (`AdamW.update_step`), one pass per variable.
 
 Difference from the original `AdamWeightDecayOptimizer`: Keras's Adam applies bias correction, the original does
@@ -103,7 +104,13 @@ class _ReplicaAware:
         finite = _all_finite(grads)  # the same on every replica: the gradients are summed
 
         def update():
-            super(_ReplicaAware, self).apply(grads, trainable_variables)
+            if trainable_variables is None:
+                super(_ReplicaAware, self).apply(grads)
+                return
+            # Variables without a gradient (the pooler under a span or tagging head) are left alone, silently, as
+            # the original optimizer does; Keras would warn that the loss may be missing.
+            kept = [(g, v) for g, v in zip(grads, trainable_variables) if g is not None]
+            super(_ReplicaAware, self).apply([g for g, _ in kept], [v for _, v in kept])
 
         if not tf.distribute.has_strategy() or tf.__internal__.distribute.strategy_supports_no_merge_call():
             tf.cond(finite, update, lambda: None)

@@ -116,6 +116,21 @@ def test_a_step_with_any_inf_or_nan_gradient_is_skipped_and_a_finite_one_applied
         assert moved == (case == "finite"), case
 
 
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_a_variable_without_a_gradient_is_left_alone_without_a_warning():
+    """The pooler has no gradient under a span or tagging head: skipped silently, as the original's optimizer
+    does (Keras warns that the loss may be missing); the other variables are updated."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import AdamW
+
+    variables = [keras.Variable([0.5, 0.5]), keras.Variable([0.5])]
+    optimizer = AdamW(learning_rate=0.1)
+    optimizer.apply([tf.constant([1.0, -2.0]), None], variables)
+    assert not np.allclose(variables[0].numpy(), 0.5) and variables[1].numpy().tolist() == [0.5]
+
+
 def test_weight_decay_spares_layer_norm_and_biases(tiny_config):
     from bert_tf import BertPretrainer
     from bert_tf.optimization import create_optimizer
