@@ -29,7 +29,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, staging
 from bert_tf.optimization import current_learning_rate
 
 CHECKPOINT_NAME = "ckpt"
@@ -162,6 +162,8 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         restore_weights(model, init_checkpoint)
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
     directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")
+    for stale in staging.remove_stale_checkpoint_temps(directory, CHECKPOINT_NAME):
+        logging.info("removed %s, left by a checkpoint save that did not finish", stale)
     manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
                                          checkpoint_name=CHECKPOINT_NAME)
     try:

@@ -1,0 +1,110 @@
+"""Directories written under a temporary name and swapped into place, and the clean-up of what killed writers left.
+
+A writer builds its directory at `<dir>.tmp-<pid>` and `replace_dir` puts it at `<dir>`. When `<dir>` exists the two
+are exchanged in one `renameat2(RENAME_EXCHANGE)` call (Linux), so a reader of `<dir>` sees the old version or the
+new one and never a missing or half-written directory; where the kernel or filesystem cannot exchange, the old
+directory is renamed to `<dir>.old-<pid>`, the new one renamed in, and the old one renamed back if that fails.
+A writer killed on the way leaves `<dir>.tmp-<pid>` or `<dir>.old-<pid>` with the pid of a process that no longer
+runs; `remove_stale` deletes those (restoring an `.old` one when `<dir>` itself is missing), and leaves alone the
+ones whose process is still alive. TensorFlow's checkpoint writer stages each save in `<prefix>-<N>_temp/`;
+`remove_stale_checkpoint_temps` deletes the ones a killed save left in a training directory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import shutil
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+# errno values meaning "this kernel / filesystem cannot exchange": fall back to two renames
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+
+
+def staging_name(path: str, kind: str = "tmp") -> str:
+    """`<path>.<kind>-<this process's pid>`, beside `path`."""
+    return f"{path.rstrip('/')}.{kind}-{os.getpid()}"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one owned by another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _exchange(a: str, b: str) -> None:
+    """Swaps the paths `a` and `b` atomically; OSError (errno in _UNSUPPORTED) where that is not possible."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available", a)
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), a)
+
+
+def replace_dir(new: str, target: str) -> None:
+    """Puts directory `new` at `target`, replacing any directory there as described in the module docstring. On
+    return `new` no longer exists; if it raises, `target` is what it was before."""
+    if not os.path.exists(target):
+        os.replace(new, target)
+        return
+    try:
+        _exchange(new, target)
+    except OSError as e:
+        if e.errno not in _UNSUPPORTED:
+            raise
+    else:
+        shutil.rmtree(new, ignore_errors=True)  # now the old version
+        return
+    old = staging_name(target, "old")
+    os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_stale(path: str) -> list[str]:
+    """Removes `<path>.tmp-<pid>` and `<path>.old-<pid>` left by writers that are no longer running (an `.old` one
+    is renamed back to `path` if `path` is missing, since it is then the last complete version); returns what it
+    removed or restored."""
+    path = path.rstrip("/")
+    parent, base = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return []
+    pattern = re.compile(re.escape(base) + r"\.(tmp|old)-(\d+)$")
+    done = []
+    for name in sorted(os.listdir(parent)):
+        match = pattern.match(name)
+        if not match or pid_alive(int(match.group(2))):
+            continue
+        stale = os.path.join(parent, name)
+        if match.group(1) == "old" and not os.path.exists(path):
+            os.replace(stale, path)
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
+        done.append(stale)
+    return done
+
+
+def remove_stale_checkpoint_temps(directory: str, prefix: str) -> list[str]:
+    """Removes `<prefix>-<N>_temp/` staging directories of checkpoint saves that never finished. Call it before
+    the run's first save: a training directory has one writer, so any such directory then is a killed run's."""
+    if not os.path.isdir(directory):
+        return []
+    pattern = re.compile(re.escape(prefix) + r"-\d+_temp$")
+    removed = [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if pattern.match(n)
+               and os.path.isdir(os.path.join(directory, n))]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
