@@ -207,7 +207,7 @@ class PretrainingOptions:
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
     max_eval_steps: int = 100
-    optimizer: str = "adamw"
+    optimizer: str = "original_adamw"
     weight_decay: float = 0.01
     gradient_accumulation_steps: int = 1
     dtype: str = "fp32"

@@ -30,9 +30,10 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import checkpoints, staging
-from bert_tf.optimization import current_learning_rate
+from bert_tf.optimization import current_learning_rate, optimizer_kind
 
 CHECKPOINT_NAME = "ckpt"
+OPTIMIZER_KEY = "optimizer_kind"
 
 
 _SCALAR = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -138,10 +139,14 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         model.optimizer.build(model.trainable_variables)
     logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    # The optimizers' slots look alike (AdamW's and the original's have the same two moments), so the checkpoint
+    # names the optimizer that wrote it, and resuming with another one is refused instead of silently mixing them.
+    with tf.device("/cpu:0"):
+        kind = tf.Variable(optimizer_kind(model.optimizer), trainable=False, name=OPTIMIZER_KEY)
     # Keras's dropout seed generators are not trackable objects: their states are listed explicitly, so a resumed
     # run draws the same dropout masks as an uninterrupted one.
     state = dict(model=model, optimizer=model.optimizer, global_step=step,
-                 model_state=list(model.non_trainable_variables))
+                 model_state=list(model.non_trainable_variables), **{OPTIMIZER_KEY: kind})
     try:
         checkpoint = tf.train.Checkpoint(data=iterator, **state)
         iterator_saved = True
@@ -150,6 +155,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         iterator_saved = False
     latest = tf.train.latest_checkpoint(output_dir)
     if latest:
+        _check_optimizer(latest, optimizer_kind(model.optimizer))
         checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("resuming from %s at step %d", latest, int(step.numpy()))
         if not iterator_saved and int(step.numpy()):
@@ -172,6 +178,20 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     finally:
         if not chief:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _check_optimizer(path: str, kind: str) -> None:
+    """Refuses to resume the checkpoint at `path` with an optimizer other than the one that wrote it."""
+    reader = tf.train.load_checkpoint(path)
+    key = f"{OPTIMIZER_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+    fresh = f"start a new --output_dir with --init_checkpoint={path} (its weights, without the optimizer state)"
+    if not reader.has_tensor(key):
+        raise TrainingError(f"{path} does not record which optimizer wrote it (an earlier bert-tf): resume it with "
+                            f"that version, or {fresh}")
+    saved = reader.get_tensor(key).decode()
+    if saved != kind:
+        raise TrainingError(f"{path} was trained with --optimizer={saved}, not {kind}: resume with "
+                            f"--optimizer={saved}, or {fresh}")
 
 
 def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps, global_batch_size,

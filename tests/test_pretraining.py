@@ -132,16 +132,27 @@ def test_a_variable_without_a_gradient_is_left_alone_without_a_warning():
 
 
 def test_weight_decay_spares_layer_norm_and_biases(tiny_config):
+    """One update with zero gradients moves a weight only by its decay, lr * 0.01 * w: kernels and embeddings
+    shrink, LayerNorm and biases stay (the update runs on the TF variables, whose names end in ':0')."""
+    import tensorflow as tf
+
     from bert_tf import BertPretrainer
     from bert_tf.optimization import create_optimizer
 
-    model = BertPretrainer(tiny_config)
-    opt = create_optimizer(1e-4, 10)
-    decayed = {v.path for v in model.trainable_variables if opt._use_weight_decay(v)}
-    spared = {v.path for v in model.trainable_variables} - decayed
-    assert spared and all(p.endswith(("bias", "gamma", "beta")) for p in spared)
-    assert all(p.endswith(("kernel", "embeddings")) for p in decayed)
-    assert "embeddings/word_embeddings" in decayed and "predictions/output_bias" in spared
+    for kind in ("original_adamw", "adamw", "lamb"):
+        model = BertPretrainer(tiny_config)
+        model(_batch(tiny_config)[0])
+        opt = create_optimizer(0.1, 10, optimizer=kind)
+        before = {v.path: v.numpy() for v in model.trainable_variables}
+        opt.apply([tf.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
+        decayed = {v.path for v in model.trainable_variables if not np.array_equal(v.numpy(), before[v.path])}
+        spared = set(before) - decayed
+        assert spared and all(p.endswith(("bias", "gamma", "beta")) for p in spared), kind
+        assert all(p.endswith(("kernel", "embeddings")) for p in decayed), kind
+        assert "embeddings/word_embeddings" in decayed and "predictions/output_bias" in spared, kind
+        for v in model.trainable_variables:
+            if v.path in decayed:
+                np.testing.assert_allclose(v.numpy(), before[v.path] * (1 - 0.1 * 0.01), rtol=1e-6, atol=1e-9)
 
 
 # -------------------------------------------------------------------------------------------------- loss

@@ -40,6 +40,18 @@ def strategy_from_flags(f):
                         num_gpus=f.num_gpus)
 
 
+def define_optimizer_flags() -> None:
+    """--optimizer and --weight_decay, shared by every training CLI."""
+    from absl import flags
+
+    from bert_tf.optimization import OPTIMIZERS
+
+    flags.DEFINE_enum("optimizer", "original_adamw", list(OPTIMIZERS),
+                      "original_adamw: the original BERT optimizer the paper used (Adam without bias correction); "
+                      "adamw: Keras's bias-corrected AdamW; lamb: LAMB, for large batches.")
+    flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm and biases).")
+
+
 def define_finetuning_flags(max_seq_length: int = 128, dev: str = "dev", evaluates: bool = True,
                             dropout_rate: float = 0.1) -> None:
     """The flags every fine-tuning CLI shares (the original run_classifier/run_squad names), plus the strategy
@@ -69,6 +81,7 @@ def define_finetuning_flags(max_seq_length: int = 128, dev: str = "dev", evaluat
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Original flag, accepted (the best model is saved at the "
                          "end).")
+    define_optimizer_flags()
     define_distribution_flags()
     flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
 

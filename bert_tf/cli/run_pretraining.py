@@ -14,7 +14,8 @@ A run restarted with the same --output_dir resumes from its last checkpoint (mod
 from absl import app, flags
 
 from bert_tf import cli
-from bert_tf.cli import USER_ERRORS, define_distribution_flags, fail, options_from_flags, strategy_from_flags
+from bert_tf.cli import (USER_ERRORS, define_distribution_flags, define_optimizer_flags, fail, options_from_flags,
+                         strategy_from_flags)
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
                     "'base', 'large', 'tiny').")
@@ -34,13 +35,12 @@ flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation batches.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (paper) or LAMB (large batches).")
-flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm and biases).")
 flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size is split).")
 flags.DEFINE_enum("dtype", "fp32", ["fp32", "bf16", "fp16"], "Compute precision (mixed; fp16 adds loss scaling).")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
+define_optimizer_flags()
 define_distribution_flags()
 flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])

@@ -1,0 +1,96 @@
+"""The optimizers: the original BERT optimizer against the independent reference, and checkpoints that resume only
+with the optimizer that wrote them."""
+
+import numpy as np
+import pytest
+
+from tests.reference import original_bert as ref
+
+
+def test_original_adamw_is_the_originals_update_with_clipping_and_schedule():
+    """create_optimizer("original_adamw") over 8 updates (warmup 3 of 8 steps, gradients large enough to be clipped
+    in some steps) against the reference `AdamWeightDecayOptimizer` + `clip_by_global_norm`, in float64."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import create_optimizer
+
+    rng = np.random.default_rng(0)
+    start = {"layer/dense/kernel": rng.normal(size=(5, 7)), "layer/dense/bias": rng.normal(size=7),
+             "layer/LayerNorm/gamma": 1 + 0.1 * rng.normal(size=7)}
+    grads = [{k: rng.normal(size=v.shape) * (0.05 if t % 2 else 1.0) for k, v in start.items()} for t in range(8)]
+    assert any(np.sqrt(sum((g ** 2).sum() for g in step.values())) < 1 for step in grads)  # some steps unclipped
+    variables = [keras.Variable(v, dtype="float64", name=k.split("/")[-1]) for k, v in start.items()]
+    opt = create_optimizer(1e-2, num_train_steps=8, num_warmup_steps=3, optimizer="original_adamw")
+    for g in grads:
+        opt.apply([tf.constant(g[k], tf.float64) for k in start], variables)
+
+    want, reference = dict(start), ref.AdamWeightDecay(1e-2, 8, 3)
+    for g in grads:
+        want = reference.apply(want, g)
+    # float64 variables: only the learning rate is float32 (as the original's schedule), 3e-8 of each update, and
+    # the updates add up to < 0.3 per weight here
+    for variable, name in zip(variables, start):
+        np.testing.assert_allclose(variable.numpy(), want[name], rtol=0, atol=1e-8, err_msg=name)
+    # bias-corrected Keras AdamW takes other steps from the same gradients
+    variables_adamw = [keras.Variable(v, dtype="float64", name=k.split("/")[-1]) for k, v in start.items()]
+    adamw = create_optimizer(1e-2, num_train_steps=8, num_warmup_steps=3, optimizer="adamw")
+    for g in grads:
+        adamw.apply([tf.constant(g[k], tf.float64) for k in start], variables_adamw)
+    assert not np.allclose(variables_adamw[0].numpy(), want["layer/dense/kernel"], rtol=1e-3)
+
+
+def test_original_adamw_round_trips_through_keras_serialization():
+    import keras
+
+    from bert_tf.optimization import OriginalAdamW, create_optimizer
+
+    opt = create_optimizer(1e-4, 100, 10)
+    assert isinstance(opt, OriginalAdamW)
+    again = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
+    assert type(again) is OriginalAdamW and again.get_config() == opt.get_config()
+    with pytest.raises(ValueError, match="no AMSGrad"):
+        OriginalAdamW(amsgrad=True)
+
+
+def _train(tiny_config, output_dir, optimizer, steps):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import BertPretrainer, training
+    from bert_tf.optimization import create_optimizer
+
+    rng = np.random.default_rng(0)
+    x = {"input_word_ids": rng.integers(5, tiny_config.vocab_size, (16, 12)).astype("int32"),
+         "input_mask": np.ones((16, 12), "int32"), "input_type_ids": np.zeros((16, 12), "int32"),
+         "masked_lm_positions": np.tile(np.arange(1, 4, dtype="int32"), (16, 1))}
+    y = {"masked_lm_ids": rng.integers(5, tiny_config.vocab_size, (16, 3)).astype("int32"),
+         "masked_lm_weights": np.ones((16, 3), "float32"), "next_sentence_labels": np.zeros((16, 1), "int32")}
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(tiny_config)
+    model.compile(optimizer=create_optimizer(1e-3, 4, optimizer=optimizer))
+    return training.train(model, tf.distribute.get_strategy(),
+                          lambda context: tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4),
+                          str(output_dir), num_train_steps=steps, global_batch_size=4, steps_per_loop=1,
+                          save_checkpoints_steps=1)
+
+
+def test_a_checkpoint_resumes_only_with_the_optimizer_that_wrote_it(tiny_config, tmp_path):
+    from bert_tf.training import TrainingError
+
+    _train(tiny_config, tmp_path, "adamw", 1)
+    for other in ("original_adamw", "lamb"):
+        with pytest.raises(TrainingError, match=r"trained with --optimizer=adamw, not " + other):
+            _train(tiny_config, tmp_path, other, 2)
+    # resuming with the same optimizer: test_pretraining's kill -9 test resumes through the same check
+
+
+def test_a_checkpoint_without_its_optimizer_recorded_is_refused(tiny_config, tmp_path):
+    """A checkpoint from before the optimizer was recorded: which one wrote it is unknown, so no guess is made."""
+    import tensorflow as tf
+
+    from bert_tf.training import TrainingError
+
+    tf.train.Checkpoint(step=tf.Variable(3)).save(str(tmp_path / "ckpt"))
+    with pytest.raises(TrainingError, match="does not record which optimizer"):
+        _train(tiny_config, tmp_path, "original_adamw", 4)
