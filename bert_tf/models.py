@@ -176,10 +176,11 @@ class BertPretrainer(_TaskModel):
 
     Training: compiled without a loss (`model.compile(optimizer)`), it trains on the labels that
     `bert_tf.pretraining.pretraining_dataset` yields, `masked_lm_ids`, `masked_lm_weights` and
-    `next_sentence_labels`, with the paper's loss: the mean cross-entropy over the real masked positions plus the
-    next-sentence cross-entropy, the same for any number of replicas (see `bert_tf.losses`). It reports
-    `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy` and `next_sentence_loss` (the original's
-    eval names). Compiled with a loss, Keras's usual per-output losses apply instead.
+    `next_sentence_labels`, with the original's loss: the masked-LM cross-entropy summed with the positions'
+    weights, over the weights' sum + 1e-5, plus the mean next-sentence cross-entropy; the same for any number of
+    replicas (see `bert_tf.losses`). It reports `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy`
+    and `next_sentence_loss` (the original's eval names). Compiled with a loss, Keras's usual per-output losses
+    apply instead.
 
     Args:
       encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one).
@@ -214,7 +215,9 @@ class BertPretrainer(_TaskModel):
     def _loss_denominators(self, y):
         if self.loss is not None:
             return None
-        return {"masked_lm": losses.replica_sum(tf.reduce_sum(tf.cast(y["masked_lm_weights"], tf.float32))),
+        # The original divides the weighted sum by the weights' sum + 1e-5 (a batch without masks gives 0, not NaN).
+        masked = losses.replica_sum(tf.reduce_sum(tf.cast(y["masked_lm_weights"], tf.float32))) + 1e-5
+        return {"masked_lm": masked,
                 "next_sentence": losses.replica_sum(tf.cast(tf.size(y["next_sentence_labels"]), tf.float32))}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

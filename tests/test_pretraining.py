@@ -169,25 +169,33 @@ def _batch(config, batch=8, seq=16, preds=4, seed=0):
     return x, y
 
 
-def test_loss_is_mean_over_real_masked_positions_plus_nsp(tiny_config):
+def test_loss_is_the_originals_masked_lm_mean_plus_nsp(tiny_config):
+    """google-research/bert run_pretraining.py: sum(weights * loss) / (sum(weights) + 1e-5) over the masked
+    positions, plus the mean next-sentence loss. The 1e-5 shows in a batch whose weights sum to 2e-5."""
     from bert_tf import BertPretrainer
 
     model = BertPretrainer(tiny_config)
     model.compile(optimizer="sgd")
     x, y = _batch(tiny_config)
     out = model(x)
-    loss = float(model.compute_loss(x, y, out))
 
     def ce(logits, labels):  # numpy reference
         logits = logits - logits.max(-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         return -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
 
-    w = y["masked_lm_weights"]
-    mlm = (ce(out["mlm_logits"].numpy(), y["masked_lm_ids"]) * w).sum() / w.sum()
     nsp = ce(out["nsp_logits"].numpy(), y["next_sentence_labels"]).mean()
-    assert loss == pytest.approx(mlm + nsp, rel=1e-5)
-    assert float(model.masked_lm_loss.result()) == pytest.approx(mlm, rel=1e-5)
+    tiny = np.zeros_like(y["masked_lm_weights"])
+    tiny[0, 0] = 2e-5
+    for weights in (y["masked_lm_weights"], tiny):
+        model.masked_lm_loss.reset_state()
+        loss = float(model.compute_loss(x, dict(y, masked_lm_weights=weights), out))
+        per_position = ce(out["mlm_logits"].numpy(), y["masked_lm_ids"])
+        mlm = (per_position * weights).sum() / (weights.sum() + 1e-5)
+        assert loss == pytest.approx(mlm + nsp, rel=1e-5)
+        # the reported masked_lm_loss is the original's eval metric: the plain weighted mean
+        assert float(model.masked_lm_loss.result()) == pytest.approx(
+            (per_position * weights).sum() / weights.sum(), rel=1e-5)
 
 
 def test_gradient_accumulation_equals_the_whole_batch(tiny_config):
