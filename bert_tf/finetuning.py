@@ -472,7 +472,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
 
     def predict(model, split):
         sentences, (inputs, _, _, spans) = data[split]
-        logits = model.predict(inputs, batch_size=options.eval_batch_size, verbose=0)["logits"]
+        batch_size = options.eval_batch_size if split == "dev" else options.predict_batch_size
+        logits = model.predict(inputs, batch_size=batch_size, verbose=0)["logits"]
         return ner.word_tags(logits, spans, sentences, tags)
 
     def evaluate(model):

@@ -33,6 +33,14 @@ flags.DEFINE_string("serving_tf_text", None, "The tensorflow-text version of the
                     "e.g. 2.11): refuse an export whose ops it lacks.")
 
 
+# The flags each kind reads besides --kind, --export_dir and the serving checks; another one given is an error.
+READS = {"preprocessor": {"vocab_file", "do_lower_case", "seq_length"},
+         "encoder": {"bert_config_file", "init_checkpoint"},
+         "mlm": {"bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case", "seq_length", "top_k"},
+         "classifier": {"model_dir", "seq_length"}, "multiple_choice": {"model_dir", "seq_length"},
+         "span_qa": {"model_dir", "seq_length", "doc_stride"}, "tagger": {"model_dir", "seq_length", "doc_stride"}}
+
+
 def main(argv):
     del argv
     f = flags.FLAGS
@@ -40,6 +48,10 @@ def main(argv):
 
     if not f.kind or not f.export_dir:
         fail("export_saved_model", ValueError("--kind and --export_dir are required"))
+    unread = sorted(name for name in set().union(*READS.values()) - READS[f.kind] if f[name].present)
+    if unread:
+        fail("export_saved_model", ValueError(f"--kind={f.kind} does not read {', '.join('--' + n for n in unread)} "
+                                              "(see --helpfull for what each kind takes); drop it"))
     try:
         report = export(f.kind, f.export_dir, model_dir=f.model_dir, vocab_file=f.vocab_file,
                         do_lower_case=f.do_lower_case, seq_length=f.seq_length, bert_config_file=f.bert_config_file,

@@ -51,3 +51,109 @@ def test_convert_checkpoint_bad_input_is_one_line(tmp_path):
     assert "Traceback" not in result.stderr
     assert re.search(r"convert_checkpoint: error: .*missing.ckpt: no TF checkpoint here", result.stderr)
     assert not os.path.exists(tmp_path / "x.keras")
+
+
+# ------------------------------------------------------------------------------------------------ distribution
+class _FakeTPU:
+    """Stands in for the TPU calls of `get_strategy`, recording what they receive."""
+
+    def __init__(self, monkeypatch, cores=8):
+        import tensorflow as tf
+
+        self.calls = []
+        fake = self
+
+        class Resolver:
+            def __init__(self, tpu=None, zone=None, project=None):
+                fake.calls.append(("resolver", tpu, zone, project))
+
+        class Strategy:
+            num_replicas_in_sync = cores
+
+            def __init__(self, resolver):
+                fake.calls.append(("strategy", type(resolver).__name__))
+
+        monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", Resolver)
+        monkeypatch.setattr(tf.config, "experimental_connect_to_cluster",
+                            lambda resolver: self.calls.append(("connect",)))
+        monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
+                            lambda resolver: self.calls.append(("initialize",)))
+        monkeypatch.setattr(tf.distribute, "TPUStrategy", Strategy)
+
+
+def _flags(*argv, finetuning=False):
+    from absl import flags
+
+    from bert_tf.cli import define_distribution_flags, not_yet
+
+    values = flags.FlagValues()
+    define_distribution_flags(training_loop=not finetuning, flag_values=values)
+    if finetuning:
+        not_yet("save_checkpoints_steps", "the best model is saved at the end", values)
+    values(["prog", *argv])
+    return values
+
+
+def test_tpu_flags_reach_the_cluster_resolver(monkeypatch):
+    from bert_tf.cli import strategy_from_flags
+
+    tpu = _FakeTPU(monkeypatch)
+    strategy_from_flags(_flags("--use_tpu", "--tpu_name=my-tpu", "--tpu_zone=us-central1-b",
+                               "--gcp_project=my-project", "--num_tpu_cores=8"))
+    assert tpu.calls == [("resolver", "my-tpu", "us-central1-b", "my-project"), ("connect",), ("initialize",),
+                         ("strategy", "Resolver")]
+    tpu.calls.clear()  # the original's --master: the TPU's address when no name is given
+    strategy_from_flags(_flags("--use_tpu", "--master=grpc://10.0.0.2:8470"))
+    assert tpu.calls[0] == ("resolver", "grpc://10.0.0.2:8470", None, None) and ("connect",) in tpu.calls
+    tpu.calls.clear()
+    strategy_from_flags(_flags("--tpu=local"))  # a TPU VM: no connection to a remote cluster
+    assert tpu.calls == [("resolver", "local", None, None), ("initialize",), ("strategy", "Resolver")]
+
+
+def test_tpu_flags_that_would_be_ignored_are_errors(monkeypatch):
+    import pytest
+
+    from bert_tf.cli import strategy_from_flags
+
+    _FakeTPU(monkeypatch, cores=32)
+    cases = {("--tpu_zone=us-central1-b",): r"--tpu_zone=us-central1-b: TPU settings, but no TPU is selected",
+             ("--gcp_project=p", "--num_tpu_cores=8"): r"--gcp_project=p, --num_tpu_cores=8: TPU settings",
+             ("--master=grpc://10.0.0.2:8470",): r"--master=grpc://10.0.0.2:8470 is only read with --use_tpu",
+             ("--tpu_name=my-tpu",): r"--tpu_name=my-tpu is only read with --use_tpu",
+             ("--use_tpu", "--tpu_name=a", "--master=grpc://b"): r"name different TPUs \(a, grpc://b\)",
+             ("--tpu=local", "--tpu_zone=z"): r"--tpu_zone=z: a zone and project locate a TPU by name",
+             ("--tpu=my-tpu", "--num_tpu_cores=8"): r"--num_tpu_cores=8, but TPU 'my-tpu' has 32 cores",
+             ("--strategy=one_device", "--num_gpus=1"): r"--num_gpus=1 only applies to --strategy=mirrored"}
+    for argv, message in cases.items():
+        with pytest.raises(ValueError, match=message):
+            strategy_from_flags(_flags(*argv))
+
+
+def test_fine_tuning_refuses_flags_it_does_not_implement():
+    import pytest
+
+    from bert_tf.cli import strategy_from_flags
+
+    for flag in ("--save_checkpoints_steps=500", "--iterations_per_loop=100"):
+        with pytest.raises(ValueError, match=rf"{flag.split('=')[0]} is not supported by .* yet: .*; drop the flag"):
+            strategy_from_flags(_flags(flag, finetuning=True))
+    strategy_from_flags(_flags(finetuning=True))  # not given: no error
+    # as a user meets it: the original run_classifier command line with --save_checkpoints_steps
+    result = cli("bert_tf.cli.run_classifier", "--task_name=MRPC", "--vocab_file=v", "--bert_config_file=c",
+                 "--output_dir=o", "--do_train", "--save_checkpoints_steps=1000")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "run_classifier: error: --save_checkpoints_steps is not supported by run_classifier yet: the best model " \
+           "is saved at the end; drop the flag" in result.stderr
+
+
+def test_flags_a_command_would_ignore_are_errors(tmp_path):
+    """run_squad's --data_dir is TFDS's data_dir: without --tfds_name nothing would read it. export_saved_model
+    refuses a flag the chosen kind does not read. Both before any work, in one line."""
+    result = cli("bert_tf.cli.run_squad", "--vocab_file=v", "--bert_config_file=c", f"--output_dir={tmp_path}/o",
+                 "--do_train", "--train_file=train.json", "--data_dir=squad")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "run_squad: error: --data_dir=squad is the TFDS data_dir of --tfds_name, which is not given" in result.stderr
+    result = cli("export.export_saved_model", "--kind=classifier", f"--model_dir={tmp_path}",
+                 f"--export_dir={tmp_path}/x", "--top_k=3", "--do_lower_case")
+    assert result.returncode == 1 and "Traceback" not in result.stderr and not (tmp_path / "x").exists()
+    assert "export_saved_model: error: --kind=classifier does not read --do_lower_case, --top_k" in result.stderr

@@ -1,6 +1,9 @@
 """absl entry points. Thin shells: parse flags, call library functions, turn library errors into one-line messages."""
 
+import os
 import sys
+
+from absl import flags as absl_flags
 
 from bert_tf.checkpoints import CheckpointError
 from bert_tf.config import ConfigError
@@ -14,30 +17,73 @@ def fail(program: str, error: Exception) -> None:
     sys.exit(1)
 
 
-def define_distribution_flags() -> None:
-    """The strategy flags every training CLI shares, including the original's TPU flags."""
+def define_distribution_flags(training_loop: bool = True, flag_values=None) -> None:
+    """The strategy flags every training CLI shares, including the original's TPU flags. `training_loop=False`
+    (fine-tuning, which runs Keras's `fit`) defines `--iterations_per_loop` as not supported (see `not_yet`).
+    `flag_values`: where to define them (default: absl's global FLAGS)."""
     from absl import flags
 
+    fv = dict(flag_values=flags.FLAGS if flag_values is None else flag_values)
     flags.DEFINE_enum("strategy", None, ["default", "one_device", "mirrored", "multi_worker", "tpu"],
-                      "Distribution strategy (default: mirrored on several GPUs, else none).")
-    flags.DEFINE_integer("num_gpus", None, "GPUs for --strategy=mirrored (default: all).")
-    flags.DEFINE_string("tpu", None, "TPU name or address, or 'local' on a TPU VM; implies --strategy=tpu.")
-    flags.DEFINE_bool("use_tpu", False, "Original flag: run on the TPU named by --tpu_name.")
-    flags.DEFINE_string("tpu_name", None, "Original flag: the TPU to use with --use_tpu.")
-    flags.DEFINE_string("tpu_zone", None, "Original flag, accepted for compatibility (the name resolves the zone).")
-    flags.DEFINE_string("gcp_project", None, "Original flag, accepted for compatibility.")
-    flags.DEFINE_string("master", None, "Original flag, accepted for compatibility.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Original flag, accepted for compatibility (the TPU reports its cores).")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the "
-                         "logging interval).")
+                      "Distribution strategy (default: mirrored on several GPUs, else none).", **fv)
+    flags.DEFINE_integer("num_gpus", None, "GPUs for --strategy=mirrored (default: all; 0: the CPU).", **fv)
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address, or 'local' on a TPU VM; implies --strategy=tpu.",
+                        **fv)
+    flags.DEFINE_bool("use_tpu", False, "Original flag: run on the TPU named by --tpu_name (or at --master; "
+                      "default: the local TPU).", **fv)
+    flags.DEFINE_string("tpu_name", None, "Original flag: the TPU to use with --use_tpu.", **fv)
+    flags.DEFINE_string("tpu_zone", None, "Original flag: the GCE zone in which to look up --tpu_name.", **fv)
+    flags.DEFINE_string("gcp_project", None, "Original flag: the GCP project in which to look up --tpu_name.", **fv)
+    flags.DEFINE_string("master", None, "Original flag: the TPU's grpc:// address, with --use_tpu and no --tpu_name.",
+                        **fv)
+    flags.DEFINE_integer("num_tpu_cores", None, "Original flag: the TPU's core count; checked against the cores the "
+                         "TPU reports (default: whatever it reports).", **fv)
+    if training_loop:
+        flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the "
+                             "logging interval).", **fv)
+    else:
+        not_yet("iterations_per_loop", "fine-tuning runs Keras's fit, one step per call", flag_values)
+
+
+class _NotYetFlag(absl_flags.Flag):
+    """A flag of the original that this CLI does not implement: defined so that an original command line gets a
+    clear error (from `strategy_from_flags`) instead of an unknown-flag one or, worse, being ignored."""
+
+    def __init__(self, name: str, why: str):
+        super().__init__(absl_flags.ArgumentParser(), absl_flags.ArgumentSerializer(), name, None,
+                         f"Original flag, not supported here yet ({why}); an error when given.")
+        self.why = why
+
+
+def not_yet(name: str, why: str, flag_values=None) -> None:
+    """Defines `--name` as a flag this CLI does not take (yet), `why` saying what it does instead."""
+    absl_flags.DEFINE_flag(_NotYetFlag(name, why), absl_flags.FLAGS if flag_values is None else flag_values)
 
 
 def strategy_from_flags(f):
-    """`bert_tf.distribute.get_strategy` for the flags of `define_distribution_flags`."""
+    """`bert_tf.distribute.get_strategy` for the flags of `define_distribution_flags`, the original's TPU flags
+    resolved as the original resolves them: `--use_tpu` with `--tpu_name` (looked up in `--tpu_zone` of
+    `--gcp_project`), else with `--master` as the TPU's address, else the local TPU. A TPU flag without a TPU, or a
+    flag this CLI does not implement (`not_yet`), is a ValueError naming it."""
     from bert_tf.distribute import get_strategy
 
-    return get_strategy(f.strategy, tpu=f.tpu or ((f.tpu_name or "local") if f.use_tpu else None),
-                        num_gpus=f.num_gpus)
+    for name in f:
+        if isinstance(f[name], _NotYetFlag) and f[name].present:
+            program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+            raise ValueError(f"--{name} is not supported by {program} yet: {f[name].why}; drop the flag")
+    tpu = f.tpu
+    if f.use_tpu:
+        named = [value for value in (f.tpu, f.tpu_name, f.master) if value]
+        if len(set(named)) > 1:
+            raise ValueError(f"--tpu, --tpu_name and --master name different TPUs ({', '.join(named)}); give one")
+        tpu = named[0] if named else "local"
+    else:
+        for name in ("tpu_name", "master"):
+            if f[name].value:
+                raise ValueError(f"--{name}={f[name].value} is only read with --use_tpu: add --use_tpu (or pass "
+                                 f"--tpu={f[name].value}), or drop it")
+    return get_strategy(f.strategy, tpu=tpu, num_gpus=f.num_gpus, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project,
+                        num_tpu_cores=f.num_tpu_cores)
 
 
 def define_optimizer_flags() -> None:
@@ -79,10 +125,9 @@ def define_finetuning_flags(max_seq_length: int = 128, dev: str = "dev", evaluat
     flags.DEFINE_integer("num_restarts", 1, f"Restarts per learning rate (other seeds), the best kept on {dev}.")
     flags.DEFINE_float("dropout_rate", dropout_rate, "Dropout on the head's input.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Original flag, accepted (the best model is saved at the "
-                         "end).")
+    not_yet("save_checkpoints_steps", "the best model is saved at the end")
     define_optimizer_flags()
-    define_distribution_flags()
+    define_distribution_flags(training_loop=False)
     flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
 
 

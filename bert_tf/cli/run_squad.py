@@ -38,6 +38,9 @@ def main(argv):
     from bert_tf.tasks import DataError
 
     try:
+        if f.data_dir and not f.tfds_name:
+            raise ValueError(f"--data_dir={f.data_dir} is the TFDS data_dir of --tfds_name, which is not given: give "
+                             "the SQuAD files with --train_file / --predict_file, or add --tfds_name")
         strategy = strategy_from_flags(f)
         options = options_from_flags(f, SquadOptions)
         config = BertConfig.from_json_file(f.bert_config_file)
