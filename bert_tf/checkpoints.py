@@ -224,8 +224,9 @@ def _build(config: BertConfig, model: str):
     raise ValueError(f"model={model!r}: choose 'encoder' or 'pretrainer'")
 
 
-def save_original(model, prefix: str) -> str:
-    """Writes `model`'s weights as a TF1 name-based checkpoint at `prefix` (readable by google-research/bert).
+def save_original(model, prefix: str, global_step: int | None = None) -> str:
+    """Writes `model`'s weights as a TF1 name-based checkpoint at `prefix` (readable by google-research/bert), with
+    the original's int64 `global_step` when given (the step evaluation reports).
 
     Also writes the `checkpoint` index file beside it. Files are written in a temporary directory and moved into
     place when complete, the `.index` last, so a crash never leaves a checkpoint that looks whole.
@@ -239,6 +240,9 @@ def save_original(model, prefix: str) -> str:
     for slot in slots:
         value = np.asarray(slot.variable.numpy(), dtype=np.float32)
         tensors.append(tf.constant(value.T if slot.transpose_original else value))
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
     with tempfile.TemporaryDirectory(dir=directory, prefix=".ckpt-tmp-") as tmp:
         tmp_prefix = os.path.join(tmp, os.path.basename(prefix))
         tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),

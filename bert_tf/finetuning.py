@@ -236,9 +236,9 @@ def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options
             prefix = "eval" if split == "dev" else f"eval_{split.split('_', 1)[1]}"
             results[split] = scores
             name = "eval_results.txt" if split == "dev" else f"eval_results_{split.split('_', 1)[1]}.txt"
-            step = int(model.optimizer.iterations) if model.optimizer else 0
             write_results(os.path.join(output_dir, name),
-                          {**{f"{prefix}_{k}": v for k, v in scores.items()}, "global_step": step})
+                          {**{f"{prefix}_{k}": v for k, v in scores.items()},
+                           **_global_step(model, output_dir, options.do_train)})
     if options.do_predict:
         for split, examples in tests.items():
             logits = _predict(model, encode_(examples), options.predict_batch_size)
@@ -264,7 +264,8 @@ def _save(model, task, config, vocab_file, output_dir, options, learning_rate, s
     os.replace(os.path.join(output_dir, "vocab.txt.tmp"), os.path.join(output_dir, "vocab.txt"))
     info = {"task": task.name, "kind": task.kind, "labels": list(task.labels), "max_seq_length":
             options.max_seq_length, "do_lower_case": options.do_lower_case, "learning_rate": learning_rate,
-            "seed": seed, "num_train_epochs": options.num_train_epochs, **(extra or {})}
+            "seed": seed, "num_train_epochs": options.num_train_epochs,
+            "global_step": int(model.optimizer.iterations), **(extra or {})}
     write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
 
 
@@ -387,7 +388,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         if version_2:
             _write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
         if scores:
-            write_results(os.path.join(output_dir, "eval_results.txt"), scores)
+            write_results(os.path.join(output_dir, "eval_results.txt"),
+                          {**scores, **_global_step(model, output_dir, options.do_train)})
         results["predict"] = scores
     if options.do_train:
         _save(model, squad_task(version_2), config, vocab_file, output_dir, options, learning_rate, seed,
@@ -395,6 +397,19 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
                      "max_answer_length": options.max_answer_length, "version_2_with_negative": version_2,
                      "null_score_diff_threshold": threshold if version_2 else None})
     return results
+
+
+def _global_step(model, output_dir, trained: bool) -> dict:
+    """{"global_step": steps} for eval_results.txt: the steps this run trained; for evaluation alone those of the
+    fine-tuned model in `output_dir` (from its task.json: the reloaded model carries no optimizer step), or 0 for a
+    fresh head on `init_checkpoint`. Empty when a saved model does not record them (saved by an earlier version)."""
+    if trained:
+        return {"global_step": int(model.optimizer.iterations)}
+    if not os.path.exists(os.path.join(output_dir, MODEL_FILE)):
+        return {"global_step": 0}
+    with open(os.path.join(output_dir, TASK_FILE), encoding="utf-8") as f:
+        step = json.load(f).get("global_step")
+    return {} if step is None else {"global_step": step}
 
 
 def _existing_model(output_dir, build, options):
@@ -495,7 +510,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     if options.do_eval:
         results["dev"] = evaluate(model)
         write_results(os.path.join(output_dir, "eval_results.txt"),
-                      {f"eval_{k}": v for k, v in results["dev"].items()})
+                      {**{f"eval_{k}": v for k, v in results["dev"].items()},
+                       **_global_step(model, output_dir, options.do_train)})
     if options.do_predict:
         sentences = data["test"][0]
         predicted = predict(model, "test")

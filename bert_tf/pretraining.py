@@ -230,6 +230,18 @@ class PretrainingOptions:
                              "replicas")
 
 
+def checkpoint_step(path: str) -> int | None:
+    """The training step a checkpoint records: `global_step` of our checkpoints and of original TF1 ones; None for
+    weights that record none (an HF directory, a checkpoint saved without it)."""
+    if tf.io.gfile.isdir(path):  # an HF directory (a checkpoint directory was resolved to its prefix before)
+        return None
+    reader = tf.train.load_checkpoint(path)
+    for name in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "global_step"):
+        if reader.has_tensor(name):
+            return int(reader.get_tensor(name))
+    return None
+
+
 def build_pretrainer(config, options: PretrainingOptions):
     """A compiled `BertPretrainer` with the paper's optimizer; call under `strategy.scope()`."""
     from bert_tf.models import BertEncoder, BertPretrainer
@@ -285,19 +297,26 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
             export = os.path.join(output_dir, EXPORT_DIR)
             tf.io.gfile.makedirs(export)
             config.to_json_file(os.path.join(export, "bert_config.json"))
-            checkpoints.save_original(model, os.path.join(export, "bert_model.ckpt"))
+            checkpoints.save_original(model, os.path.join(export, "bert_model.ckpt"), global_step=logs["step"])
             if options.vocab_file:
                 tf.io.gfile.copy(options.vocab_file, os.path.join(export, "vocab.txt"), overwrite=True)
             results["train"]["export"] = export
     elif tf.train.latest_checkpoint(output_dir) or options.init_checkpoint:  # evaluate what is there
         results["checkpoint"] = training.restore_weights(model, tf.train.latest_checkpoint(output_dir)
                                                          or options.init_checkpoint)
+        results["step"] = checkpoint_step(results["checkpoint"])
+    else:
+        results["step"] = 0  # fresh weights
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                       options.eval_batch_size, is_training=False)
         scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
-        step = results.get("train", {}).get("step", 0)
-        scores = {k: float(v) for k, v in scores.items()} | {"global_step": step}
+        step = results["train"]["step"] if "train" in results else results["step"]
+        scores = {k: float(v) for k, v in scores.items()}
+        if step is None:
+            logging.warning("%s records no global_step; eval_results.txt leaves it out", results["checkpoint"])
+        else:
+            scores["global_step"] = step
         training.write_results(os.path.join(output_dir, "eval_results.txt"), scores)
         results["eval"] = scores
     return results

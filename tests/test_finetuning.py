@@ -279,3 +279,44 @@ def test_xnli_reads_the_originals_format(tmp_path):
     assert get_task("xnli").language == "zh"
     with pytest.raises(DataError, match="no usable examples for language 'zh'"):
         get_task("xnli").examples(str(tmp_path), "dev")
+
+
+
+def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
+    """A run that only evaluates the model fine-tuned earlier in its output_dir writes that model's step (a
+    reloaded model carries no optimizer step), and a fresh head on the pretrained weights writes 0."""
+    from bench.common import docstring_lines
+
+    from bert_tf import BertConfig
+    from bert_tf.finetuning import FinetuneOptions, run_classifier
+
+    sentences = [line for line in docstring_lines() if len(set(line.split())) >= 4][:60]
+    rng = random.Random(0)
+    rows = ["label\tsentence"]
+    for i, sentence in enumerate(sentences):
+        words = sentence.split()
+        rng.shuffle(words) if i % 2 else None
+        rows.append(f"{'shuffled' if i % 2 else 'original'}\t{' '.join(words)}")
+    (tmp_path / "train.tsv").write_text("\n".join(rows[:41]) + "\n")
+    (tmp_path / "dev.tsv").write_text("\n".join(rows[:1] + rows[41:]) + "\n")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted({c for s in sentences for c in s.lower()
+                                                                   if not c.isspace()})
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+    task, vocab_file = get_task("word_order"), str(tmp_path / "vocab.txt")
+    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=32, train_batch_size=8,
+                              num_train_epochs=1.0)
+
+    def global_step(output_dir):
+        lines = (tmp_path / output_dir / "eval_results.txt").read_text().splitlines()
+        return [line for line in lines if line.startswith("global_step")]
+
+    run_classifier(task, config, vocab_file, str(tmp_path / "out"), options, data_dir=str(tmp_path))
+    assert global_step("out") == ["global_step = 5"]  # 40 examples / 8
+    evaluate_only = FinetuneOptions(do_eval=True, max_seq_length=32)
+    os.remove(tmp_path / "out" / "eval_results.txt")
+    run_classifier(task, config, vocab_file, str(tmp_path / "out"), evaluate_only, data_dir=str(tmp_path))
+    assert global_step("out") == ["global_step = 5"]
+    run_classifier(task, config, vocab_file, str(tmp_path / "fresh"), evaluate_only, data_dir=str(tmp_path))
+    assert global_step("fresh") == ["global_step = 0"]

@@ -635,3 +635,31 @@ def test_jit_compiled_training_step_matches_the_plain_one(data, tmp_path):
         weights.append([w.numpy() for w in model.trainable_weights])
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)  # XLA fuses and reorders float sums
+
+
+
+def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, tmp_path):
+    """eval_results.txt's global_step is the trained step also when nothing is trained in the evaluating run:
+    from the run's own checkpoint, and from the released-layout bert_model.ckpt (which carries the original's
+    global_step); weights that record no step (HF) leave the line out rather than claim 0."""
+    from bert_tf import BertEncoder, checkpoints
+    from bert_tf.pretraining import PretrainingOptions, run_pretraining
+
+    config, records = _config(data), str(data / "records" / "*.tfrecord")
+    common = dict(max_seq_length=SEQ, max_predictions_per_seq=PREDS, train_batch_size=8, num_warmup_steps=0,
+                  save_checkpoints_steps=7, iterations_per_loop=7, max_eval_steps=2, eval_batch_size=8)
+    run_pretraining(config, records, str(tmp_path / "run"), PretrainingOptions(num_train_steps=7, **common))
+    evaluate = PretrainingOptions(do_train=False, do_eval=True, **common)
+
+    def step_written(output_dir, options):
+        scores = run_pretraining(config, records, str(tmp_path / output_dir), options)["eval"]
+        lines = (tmp_path / output_dir / "eval_results.txt").read_text().splitlines()
+        return scores.get("global_step"), [line for line in lines if line.startswith("global_step")]
+
+    assert step_written("run", evaluate) == (7, ["global_step = 7"])
+    released = str(tmp_path / "run" / "bert_model" / "bert_model.ckpt")
+    assert step_written("heldout", dataclasses.replace(evaluate, init_checkpoint=released)) == (7, ["global_step = 7"])
+    assert step_written("fresh", evaluate) == (0, ["global_step = 0"])  # nothing restored: untrained weights
+    checkpoints.save_original(BertEncoder(config), tmp_path / "nostep" / "bert_model.ckpt")
+    assert step_written("other", dataclasses.replace(evaluate, init_checkpoint=str(
+        tmp_path / "nostep" / "bert_model.ckpt"))) == (None, [])
