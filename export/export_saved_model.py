@@ -9,8 +9,9 @@
   python -m export.export_saved_model --kind=encoder --bert_config_file=bert_config.json \
       --init_checkpoint=bert_model.ckpt --export_dir=exports/encoder/1
 
-The export is written next to --export_dir and renamed into place when complete; its op audit (ops beyond core
-TensorFlow, all from tensorflow-text) is printed and saved in `assets.extra/ops.json`.
+The export is written next to --export_dir and swapped into place when complete (an existing export keeps loading
+until then); its op audit (the first TensorFlow and tensorflow-text releases each op needs, and the oldest TF
+Serving release that loads it) is printed and saved in `assets.extra/ops.json`.
 """
 
 from absl import app, flags
@@ -29,8 +30,10 @@ flags.DEFINE_integer("doc_stride", None, "span_qa / tagger: window stride for lo
 flags.DEFINE_integer("top_k", 5, "--kind=mlm: fill-ins returned per [MASK].")
 flags.DEFINE_string("bert_config_file", None, "--kind=encoder|mlm: bert_config.json.")
 flags.DEFINE_string("init_checkpoint", None, "--kind=encoder|mlm: weights (original TF1, HF directory or ours).")
-flags.DEFINE_string("serving_tf_text", None, "The tensorflow-text version of the target TF Serving (= its release, "
-                    "e.g. 2.11): refuse an export whose ops it lacks.")
+flags.DEFINE_string("serving_version", None, "A TF Serving release (e.g. 2.15.1): refuse an export that it cannot "
+                    "load (the TensorFlow and tensorflow-text each release links are in export/ops.py).")
+flags.DEFINE_string("serving_tf_text", None, "For a custom model server build: the tensorflow-text version it links "
+                    "(e.g. 2.12.1); refuse an export whose tensorflow-text ops are newer.")
 
 
 # The flags each kind reads besides --kind, --export_dir and the serving checks; another one given is an error.
@@ -56,13 +59,17 @@ def main(argv):
         report = export(f.kind, f.export_dir, model_dir=f.model_dir, vocab_file=f.vocab_file,
                         do_lower_case=f.do_lower_case, seq_length=f.seq_length, bert_config_file=f.bert_config_file,
                         init_checkpoint=f.init_checkpoint, doc_stride=f.doc_stride, top_k=f.top_k,
-                        serving_tf_text=f.serving_tf_text)
+                        serving_tf_text=f.serving_tf_text, serving_version=f.serving_version)
     except USER_ERRORS + (ValueError,) as e:
         fail("export_saved_model", e)
     needs = report["min_tensorflow_text"]
     print(f"export_saved_model: wrote {f.export_dir}; ops beyond core TensorFlow: "
           + (", ".join(f"{op} (tensorflow-text >= {v})" for op, v in sorted(needs.items())) or "none")
-          + (f"; loads in TF Serving >= {report['min_tensorflow_text_overall']}" if needs else ""))
+          + f"; needs TensorFlow >= {report['min_tensorflow_overall']} in the server; loads in TF Serving "
+          + (f"{report['min_serving']} and newer" if report["min_serving"]
+             else "releases newer than export/ops.py lists")
+          + (f" (ops not in export/ops.py's tables, assumed to need the versions running here: "
+             f"{', '.join(report['unlisted'])})" if report["unlisted"] else ""))
 
 
 def run():

@@ -28,22 +28,28 @@ TRAINED_BY = {"classifier": "run_classifier", "span_qa": "run_squad", "tagger": 
 def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_file: str | None = None,
            do_lower_case: bool | None = None, seq_length: int | None = None, bert_config_file: str | None = None,
            init_checkpoint: str | None = None, doc_stride: int | None = None, top_k: int = 5,
-           serving_tf_text: str | None = None) -> dict:
-    """Writes the SavedModel of `kind` to `export_dir` (atomically: a temporary directory renamed into place);
-    returns its op audit (see `export.ops.check`; `serving_tf_text` is the tensorflow-text version linked into the
-    target TF Serving, checked against what the graph's ops need)."""
+           serving_tf_text: str | None = None, serving_version: str | None = None) -> dict:
+    """Writes the SavedModel of `kind` to `export_dir` and returns its op audit (`export.ops.check`, which refuses
+    an export that TF Serving release `serving_version`, or a server linking tensorflow-text `serving_tf_text`,
+    could not load). The export is written at `<export_dir>.tmp-<pid>` and swapped in by
+    `bert_tf.staging.replace_dir`: an existing export keeps loading until the new one is complete and in place, and
+    stays if anything fails. Staging directories of killed exports to the same `export_dir` are removed first."""
+    from export import ops
+
     if kind not in KINDS:
         raise ValueError(f"--kind={kind!r}: expected one of {', '.join(KINDS)}")
+    ops.check_targets(serving_tf_text, serving_version)
     scratch = tempfile.mkdtemp(prefix="bert_tf_export_")  # the label file, until the save copies it as an asset
     try:
         return _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length,
-                       bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text)
+                       bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length, bert_config_file,
-            init_checkpoint, doc_stride, top_k, serving_tf_text):
+            init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version):
+    from bert_tf import staging
     from export import ops
 
     if kind in TASK_KINDS:
@@ -63,21 +69,20 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     if hasattr(module, "mlm"):
         track_captured_variables(module.mlm, [module.mlm.__call__])
     track_captured_variables(module, functions)
-    tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
+    staging.remove_stale(export_dir)
+    tmp = staging.staging_name(export_dir)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
-        report = ops.check(tmp, serving_tf_text)
+        report = ops.check(tmp, serving_tf_text, serving_version)
         os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
         with open(os.path.join(tmp, "assets.extra", "ops.json"), "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
+        os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
+        staging.replace_dir(tmp, export_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if os.path.exists(export_dir):
-        shutil.rmtree(export_dir)
-    os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
-    os.replace(tmp, export_dir)
     return report
 
 

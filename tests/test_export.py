@@ -17,6 +17,23 @@ TEXTS_A = ["The quick brown fox.", "", "Naïve café déjà vu — 東京 ünïc
 TEXTS_B = ["A fox.", "Empty first.", "", "Another sentence.", "x"]
 
 
+# Read by hand from github.com/tensorflow/serving, not from export/ops.py: at each release tag, the
+# `org_tensorflow_text` url in tensorflow_serving/workspace.bzl (.../text/archive/v<version>.zip) and `_TF_VERSION`
+# in tensorflow_serving/tools/pip_package/setup.py. What stops a release loading our exports follows from what they
+# use: FastWordpieceTokenizeWithOffsets (in tensorflow-text from 2.7.0), DisableCopyOnRead (not in TensorFlow
+# 2.9.1's op list, in 2.10.1's) and VarHandleOp's debug_name attribute (not in 2.13's VarHandleOp, in 2.15's).
+SERVING_FACTS = {  # release: (TensorFlow, tensorflow-text linked, what it lacks)
+    "2.7.0": ("2.7", "2.6.0", ["DisableCopyOnRead", "FastWordpieceTokenizeWithOffsets", "VarHandleOp.debug_name"]),
+    "2.7.3": ("2.7", "2.7.3", ["DisableCopyOnRead", "VarHandleOp.debug_name"]),
+    "2.9.3": ("2.9", "2.6.0", ["DisableCopyOnRead", "FastWordpieceTokenizeWithOffsets", "VarHandleOp.debug_name"]),
+    "2.10.0": ("2.10", "2.7.3", ["VarHandleOp.debug_name"]),
+    "2.14.1": ("2.14", "2.12.1", ["VarHandleOp.debug_name"]),
+    "2.15.1": ("2.15", "2.12.1", []),
+    "2.19.0": ("2.19", "2.12.1", []),
+    "2.20.0": ("2.20", "2.20.0", []),
+}
+
+
 @pytest.fixture(scope="module")
 def finetuned(minilm_dir, tmp_path_factory):
     """A small MRPC-format classifier fine-tuned for a few steps (tiny random encoder, the real uncased vocab)."""
@@ -83,11 +100,17 @@ def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path)
     from bert_tf.tasks import Example
     from export.exporting import export
 
+    from export import ops
+
     report = export("classifier", str(tmp_path / "exported" / "1"), model_dir=str(finetuned / "model"))
-    assert report["unregistered"] == []
+    assert report["unregistered"] == [] and report["unlisted"] == []  # every op is in the audit's tables
     assert set(report["tensorflow_text"]) == {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8",
                                               "RegexSplitWithOffsets"}
     assert report["min_tensorflow_text_overall"] == "2.7.0"  # FastWordpieceTokenizer's first release
+    for release, (tf_version, text_version, lacks) in SERVING_FACTS.items():
+        assert ops.SERVING_RELEASES[release] == (tf_version, text_version), release
+        assert sorted(p.split()[0] for p in ops.serving_problems(report, release)) == lacks, release
+    assert report["min_serving"] == "2.15.1"
     served, copy = _load_elsewhere(tmp_path / "exported" / "1", tmp_path, "serving_default",
                                    {"text_a": TEXTS_A, "text_b": TEXTS_B})
     model = load_finetuned(str(finetuned / "model"))
@@ -109,8 +132,14 @@ def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):
     from bert_tf.tasks import Example
     from export.exporting import export
 
+    from tests.test_staging import _dead_pid, _saved_model
+
     vocab = os.path.join(minilm_dir, "vocab.txt")
+    _saved_model(tmp_path / "pre", 1)  # an earlier export at the same path, replaced below
+    dead = _dead_pid()
+    _saved_model(tmp_path / f"pre.tmp-{dead}", 2)  # what an export killed before its swap leaves
     export("preprocessor", str(tmp_path / "pre"), vocab_file=vocab, seq_length=24)
+    assert sorted(os.listdir(tmp_path)) == ["pre"]
     served, _ = _load_elsewhere(tmp_path / "pre", tmp_path, "pairs", {"text_a": TEXTS_A, "text_b": TEXTS_B})
     want = encode([Example(str(i), a, b) for i, (a, b) in enumerate(zip(TEXTS_A, TEXTS_B))], vocab, True, 24)
     for key in ("input_word_ids", "input_mask", "input_type_ids"):
@@ -199,3 +228,16 @@ def test_saved_model_cli_shows_and_runs_the_classifier(finetuned, tmp_path):
     with pytest.raises(ValueError, match="FastWordpieceTokenizeWithOffsets"):
         export("classifier", str(tmp_path / "old"), model_dir=str(finetuned / "model"), serving_tf_text="2.6")
     assert not (tmp_path / "old").exists() and not list(tmp_path.glob("old.tmp*"))
+    from export import ops
+
+    assert ops.check(export_dir, serving_tf_text="2.7") == ops.check(export_dir, serving_tf_text="2.7.0")
+    assert ops.check(export_dir, serving_version="2.15.1")["min_serving"] == "2.15.1"
+    with pytest.raises(ValueError, match=r"--serving_version=2.10: TF Serving 2.10.0 \(TensorFlow 2.10, "
+                                         r"tensorflow-text 2.7.3\) cannot load .*VarHandleOp.debug_name needs "
+                                         r"TensorFlow >= 2.15.*oldest release that loads it is 2.15.1"):
+        ops.check(export_dir, serving_version="2.10")
+    with pytest.raises(ValueError, match=r"--serving_version=2.15: .*its 2.15 releases: 2.15.1"):
+        export("classifier", str(tmp_path / "x"), model_dir=str(finetuned / "model"), serving_version="2.15")
+    with pytest.raises(ValueError, match=r"--serving_tf_text='2.x': not a version number"):
+        export("classifier", str(tmp_path / "x"), model_dir=str(finetuned / "model"), serving_tf_text="2.x")
+    assert not (tmp_path / "x").exists()
