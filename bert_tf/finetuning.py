@@ -135,6 +135,22 @@ def _eval_loss(task, logits, labels) -> float:
     return float(-log_probs[np.arange(len(labels)), labels].mean())
 
 
+SPAN_LOSS_WEIGHTS = {"start_logits": 0.5, "end_logits": 0.5}  # run_squad.py: (start_loss + end_loss) / 2
+
+
+def task_losses(labels: dict) -> dict:
+    """The loss of each output for its labels: squared error for float labels (regression), else cross-entropy
+    of the logits. Each is the mean over what its sample weights count (`mean_with_sample_weight`): for tagging,
+    the labelled word pieces, not every position of the padded batch, which would shrink the loss with the
+    padding; without weights, the mean over the batch, as the original run_classifier and run_squad."""
+    import keras
+
+    reduction = "mean_with_sample_weight"
+    return {name: keras.losses.MeanSquaredError(reduction=reduction) if array.dtype.kind == "f" else
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+            for name, array in labels.items()}
+
+
 def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None, sample_weights=None,
         callbacks=None):
     """One fine-tuning run: `build()` a fresh model under the strategy, load `options.init_checkpoint` into it,
@@ -152,11 +168,9 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
         model = build()
         if options.init_checkpoint:
             restore_weights(model, options.init_checkpoint)
-        losses = {name: keras.losses.MeanSquaredError() if array.dtype.kind == "f" else
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True) for name, array in labels.items()}
         model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion),
                                                  optimizer=options.optimizer, weight_decay=options.weight_decay),
-                      loss=losses, loss_weights=loss_weights)
+                      loss=task_losses(labels), loss_weights=loss_weights)
         # Slots now, not inside the first step: a tf.function that creates variables is traced twice, and for
         # BERT the second trace cost ~11 s (all-MiniLM-L6-v2; first step 22.6 -> 11.3 s).
         model.optimizer.build(model.trainable_variables)
@@ -371,7 +385,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
                   "end_logits": np.array([f.end_position for f in features], np.int32)}
         model, results["grid"], learning_rate, seed = grid_search(
             options, lambda rate, seed: fit(build, inputs, labels, options, rate, seed, strategy,
-                                            {"start_logits": 0.5, "end_logits": 0.5}),
+                                            SPAN_LOSS_WEIGHTS),
             lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1")
     else:
         model = _existing_model(output_dir, build, options)

@@ -313,3 +313,53 @@ def test_run_classifier_steps_match_the_original(tmp_path):
             print(f"run_classifier after {step} updates: weights within {worst:.2e} relative, updates within "
                   f"{update:.2e}")
     assert set(ours[STEPS]) == set(params)
+
+
+# ------------------------------------------------------------------------------------------------ task losses
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _ce(logits, labels):
+    return -np.take_along_axis(_log_softmax(logits), labels[..., None], -1)[..., 0]
+
+
+def test_task_losses_are_the_originals_on_the_same_logits(tiny_config):
+    """The fine-tuning losses as `finetuning.fit` compiles them, on given logits: classification and multiple
+    choice the mean cross-entropy (run_classifier.py), SQuAD (mean start + mean end) / 2 (run_squad.py), tagging
+    the mean over the labelled word pieces (HF's ignore-index mean; padding must not shrink it), regression the
+    mean squared error."""
+    import keras
+
+    from bert_tf import BertEncoder
+    from bert_tf.finetuning import SPAN_LOSS_WEIGHTS, task_losses
+    from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanQA, BertTokenClassifier
+
+    rng = np.random.default_rng(5)
+    batch, seq = 6, 9
+    labels_cls = rng.integers(0, 3, batch).astype("int32")
+    start, end = rng.integers(0, seq, batch).astype("int32"), rng.integers(0, seq, batch).astype("int32")
+    tags = rng.integers(0, 4, (batch, seq)).astype("int32")
+    tag_weights = (rng.random((batch, seq)) < 0.3).astype("float32")
+    tag_weights[0, 0] = 1.0
+    scores = rng.normal(size=batch).astype("float32")
+    cases = [
+        (BertClassifier(BertEncoder(tiny_config), 3), {"logits": labels_cls}, None, None,
+         {"logits": rng.normal(size=(batch, 3))}, lambda p: _ce(p["logits"], labels_cls).mean()),
+        (BertMultipleChoice(BertEncoder(tiny_config)), {"logits": labels_cls}, None, None,
+         {"logits": rng.normal(size=(batch, 3))}, lambda p: _ce(p["logits"], labels_cls).mean()),
+        (BertSpanQA(BertEncoder(tiny_config)), {"start_logits": start, "end_logits": end}, SPAN_LOSS_WEIGHTS, None,
+         {"start_logits": rng.normal(size=(batch, seq)), "end_logits": rng.normal(size=(batch, seq))},
+         lambda p: (_ce(p["start_logits"], start).mean() + _ce(p["end_logits"], end).mean()) / 2),
+        (BertTokenClassifier(BertEncoder(tiny_config), 4), {"logits": tags}, None, {"logits": tag_weights},
+         {"logits": rng.normal(size=(batch, seq, 4))},
+         lambda p: (_ce(p["logits"], tags) * tag_weights).sum() / tag_weights.sum()),
+        (BertClassifier(BertEncoder(tiny_config), 1), {"logits": scores}, None, None,
+         {"logits": rng.normal(size=(batch, 1))}, lambda p: ((p["logits"][:, 0] - scores) ** 2).mean()),
+    ]
+    for model, labels, loss_weights, sample_weight, logits, want in cases:
+        model.compile(optimizer="sgd", loss=task_losses(labels), loss_weights=loss_weights)
+        y_pred = {k: keras.ops.convert_to_tensor(v.astype("float32")) for k, v in logits.items()}
+        got = float(model.compute_loss(x=None, y=labels, y_pred=y_pred, sample_weight=sample_weight))
+        assert got == pytest.approx(want(logits), rel=1e-5), type(model).__name__
