@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from typing import Any
@@ -41,6 +42,53 @@ _NAMED = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 5
 
 class ConfigError(ValueError):
     """A BERT config file or value that cannot describe a BERT model."""
+
+
+ANY = "<any value>"
+
+# Keys that released config files carry besides BertConfig's fields, which this model does not read. Each maps to
+# the one value under which ignoring it leaves the model the file describes, or to ANY when no value changes the
+# model's weights or outputs. A value other than the one listed is refused, as is any key not listed here.
+FOREIGN_KEYS = {
+    # HF config.json: provenance and bookkeeping.
+    "model_type": "bert", "architectures": ANY, "transformers_version": ANY, "_name_or_path": ANY,
+    "torch_dtype": ANY, "dtype": ANY, "use_bfloat16": ANY, "tokenizer_class": ANY, "prefix": ANY,
+    "finetuning_task": ANY, "task_specific_params": ANY, "problem_type": ANY, "id2label": ANY, "label2id": ANY,
+    "num_labels": ANY, "pad_token_id": ANY, "bos_token_id": ANY, "eos_token_id": ANY, "sep_token_id": ANY,
+    "decoder_start_token_id": ANY,
+    # HF config.json: what a forward call returns and how fast it runs, not what it computes.
+    "return_dict": ANY, "output_hidden_states": ANY, "output_attentions": ANY, "torchscript": ANY,
+    "use_cache": ANY, "output_past": ANY, "gradient_checkpointing": ANY, "chunk_size_feed_forward": ANY,
+    "tf_legacy_loss": ANY, "xla_device": ANY,
+    # HF config.json: text-generation settings (saved by older transformers); BERT does not generate.
+    "max_length": ANY, "min_length": ANY, "do_sample": ANY, "early_stopping": ANY, "num_beams": ANY,
+    "num_beam_groups": ANY, "diversity_penalty": ANY, "temperature": ANY, "top_k": ANY, "top_p": ANY,
+    "typical_p": ANY, "repetition_penalty": ANY, "length_penalty": ANY, "no_repeat_ngram_size": ANY,
+    "encoder_no_repeat_ngram_size": ANY, "bad_words_ids": ANY, "num_return_sequences": ANY, "output_scores": ANY,
+    "return_dict_in_generate": ANY, "forced_bos_token_id": ANY, "forced_eos_token_id": ANY,
+    "remove_invalid_values": ANY, "exponential_decay_length_penalty": ANY, "suppress_tokens": ANY,
+    "begin_suppress_tokens": ANY,
+    # HF config.json: architecture switches, accepted only at the value that is BERT as built here.
+    "position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False,
+    "is_encoder_decoder": False, "cross_attention_hidden_size": None, "pruned_heads": {},
+    "tie_word_embeddings": True, "classifier_dropout": None,
+    # google-research/bert's multilingual and Chinese bert_config.json: fields its modeling.py never reads (its
+    # pooler is always the first-token transform, whatever pooler_num_fc_layers says).
+    "directionality": ANY, "pooler_fc_size": ANY, "pooler_num_attention_heads": ANY, "pooler_num_fc_layers": ANY,
+    "pooler_size_per_head": ANY, "pooler_type": "first_token_transform",
+}
+# What each refused value would have meant, so the error says why it matters.
+_FOREIGN_WHY = {
+    "position_embedding_type": "relative position embeddings are not implemented",
+    "is_decoder": "a decoder's causal attention is not implemented",
+    "add_cross_attention": "cross-attention is not implemented",
+    "is_encoder_decoder": "encoder-decoder models are not implemented",
+    "cross_attention_hidden_size": "cross-attention is not implemented",
+    "pruned_heads": "pruned attention heads are not implemented",
+    "tie_word_embeddings": "the masked-LM decoder here is always the word-embedding matrix",
+    "classifier_dropout": "the task head's dropout is the fine-tuning CLIs' --dropout_rate",
+    "pooler_type": "the pooler here is the first-token transform",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +160,11 @@ class BertConfig:
     # ------------------------------------------------------------------------------------------------- files
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "BertConfig":
-        """Reads an original `bert_config.json` dict or an HF `config.json` dict (recognised by `model_type`)."""
+        """Reads an original `bert_config.json` dict or an HF `config.json` dict (recognised by `model_type`).
+
+        Every key must be a field or one of `FOREIGN_KEYS` at an accepted value; anything else is refused, with the
+        closest known key suggested, so a misspelt field never falls back to its default unnoticed.
+        """
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a JSON object with BERT fields, got {type(data).__name__}")
         is_hf = "model_type" in data
@@ -123,12 +175,13 @@ class BertConfig:
         missing = [name for name in required if name not in data]
         if missing:
             raise ConfigError(f"{source}: not a BERT config, missing field(s) {', '.join(missing)}")
+        cls._check_foreign_keys(data, fields, source)
         values = {k: v for k, v in data.items() if k in fields}
-        if "layer_norm_eps" not in values and "layer_norm_epsilon" in data:
+        if "layer_norm_epsilon" in data:
+            if "layer_norm_eps" in values and values["layer_norm_eps"] != data["layer_norm_epsilon"]:
+                raise ConfigError(f"{source}: layer_norm_eps={values['layer_norm_eps']!r} and layer_norm_epsilon="
+                                  f"{data['layer_norm_epsilon']!r} disagree; keep one")
             values["layer_norm_eps"] = data["layer_norm_epsilon"]
-        if is_hf and data.get("position_embedding_type", "absolute") != "absolute":
-            raise ConfigError(f"{source}: position_embedding_type={data['position_embedding_type']!r} is not "
-                              "supported; BERT uses 'absolute' learned position embeddings")
         act = values.get("hidden_act", "gelu")
         table = _HF_ACTIVATIONS if is_hf else _ORIGINAL_ACTIVATIONS
         if act not in table:
@@ -139,6 +192,24 @@ class BertConfig:
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
 
+    @staticmethod
+    def _check_foreign_keys(data: dict[str, Any], fields: set[str], source: str) -> None:
+        known = fields | set(FOREIGN_KEYS) | {"layer_norm_epsilon"}
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            described = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+                described.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfigError(f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(described)}; "
+                              "fix or remove it (the accepted keys are BertConfig's fields and "
+                              "bert_tf.config.FOREIGN_KEYS)")
+        for key, accepted in FOREIGN_KEYS.items():
+            if key in data and accepted is not ANY and not _same_value(data[key], accepted):
+                why = _FOREIGN_WHY.get(key, "")
+                raise ConfigError(f"{source}: {key}={data[key]!r} is not supported ({why}); only "
+                                  f"{json.dumps(accepted)} describes this model")
+
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         """Reads `bert_config.json` (original release) or `config.json` (HF)."""
@@ -148,9 +219,30 @@ class BertConfig:
                 data = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"{path}: config file not found; pass the bert_config.json of the checkpoint") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a directory; pass the bert_config.json (or config.json) in it") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: not a JSON file ({e})") from None
         return cls.from_dict(data, source=path)
+
+    @classmethod
+    def from_preset_or_file(cls, value: str | os.PathLike) -> "BertConfig":
+        """A preset when `value` names one, else the config file at `value`.
+
+        A value that is neither an existing path nor shaped like one (no directory separator, no extension) is
+        taken as a mistyped preset name; anything else is read as a file, so a missing or non-JSON file is
+        reported as such.
+        """
+        value = os.fspath(value)
+        if value in cls.preset_names():
+            return cls.preset(value)
+        looks_like_path = os.sep in value or "/" in value or os.path.splitext(value)[1] != ""
+        if not looks_like_path and not os.path.exists(value):
+            close = difflib.get_close_matches(value, cls.preset_names(), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{value!r} is neither a config file (no such file) nor a BERT preset; {hint}pass the "
+                              f"path of a bert_config.json or one of {', '.join(cls.preset_names())}")
+        return cls.from_json_file(value)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -161,11 +253,27 @@ class BertConfig:
         out["hidden_act"] = {"gelu_tanh": "gelu", "gelu": "gelu_exact"}.get(self.hidden_act, self.hidden_act)
         return out
 
-    def to_json_file(self, path: str | os.PathLike) -> None:
-        """Writes an original-format `bert_config.json` (atomically)."""
+    def to_hf_dict(self, architecture: str = "BertModel") -> dict[str, Any]:
+        """The dict HF transformers' `BertConfig` reads: its `gelu` is our `gelu`, its `gelu_new` our `gelu_tanh`."""
+        out = self.to_dict()
+        out["hidden_act"] = {"gelu_tanh": "gelu_new"}.get(self.hidden_act, self.hidden_act)
+        out.update(model_type="bert", architectures=[architecture], position_embedding_type="absolute")
+        return out
+
+    def to_json_file(self, path: str | os.PathLike, hf_architecture: str | None = None) -> None:
+        """Writes an original-format `bert_config.json`, or with `hf_architecture` (`"BertModel"`, ...) an HF
+        `config.json`; atomically (a temporary name, then a rename)."""
         path = os.fspath(path)
+        data = self.to_original_dict() if hf_architecture is None else self.to_hf_dict(hf_architecture)
         tmp = f"{path}.tmp-{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_original_dict(), f, indent=2, sort_keys=True)
+            json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
         os.replace(tmp, path)
+
+
+def _same_value(value: Any, accepted: Any) -> bool:
+    """JSON equality that keeps `true` apart from `1` and `false` apart from `0` and `null`."""
+    if isinstance(accepted, bool) or isinstance(value, bool):
+        return value is accepted
+    return value == accepted

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -81,3 +82,83 @@ def test_missing_file_and_unknown_preset():
         BertConfig.preset("huge")
     with pytest.raises(ConfigError, match="unknown BERT preset"):
         BertConfig.preset("L3_H128")
+
+
+def test_misspelt_key_is_refused_with_the_closest_known_key(tmp_path):
+    path = write(tmp_path, dict(ORIGINAL_BASE, max_position_embedings=128))
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(path)
+    assert str(info.value).startswith(f"{path}: unknown key 'max_position_embedings' (did you mean "
+                                      "'max_position_embeddings'?); fix or remove it")
+    path = write(tmp_path, dict(ORIGINAL_BASE, hiden_size=768, colour="blue"))
+    with pytest.raises(ConfigError, match=r"unknown keys 'hiden_size' \(did you mean 'hidden_size'\?\), 'colour';"):
+        BertConfig.from_json_file(path)
+
+
+def test_keys_of_released_configs_that_do_not_change_the_model_are_accepted(tmp_path, minilm_dir):
+    import dataclasses
+
+    import transformers
+
+    from bert_tf.config import FOREIGN_KEYS
+
+    # google-research/bert's multi_cased_L-12_H-768_A-12/bert_config.json, as published with it
+    multilingual = dict(ORIGINAL_BASE, vocab_size=119547, directionality="bidi", pooler_fc_size=768,
+                        pooler_num_attention_heads=12, pooler_num_fc_layers=3, pooler_size_per_head=128,
+                        pooler_type="first_token_transform")
+    assert BertConfig.from_json_file(write(tmp_path, multilingual)) == BertConfig.preset("base", vocab_size=119547)
+    # what the installed HF transformers writes for a BERT config: every key is either read or listed
+    fields = {f.name for f in dataclasses.fields(BertConfig)}
+    hf_keys = set(transformers.BertConfig().to_dict())
+    assert hf_keys - fields <= set(FOREIGN_KEYS), hf_keys - fields - set(FOREIGN_KEYS)
+    ref = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=40, layer_norm_eps=1e-7)
+    ref.save_pretrained(tmp_path / "hf")
+    cfg = BertConfig.from_json_file(tmp_path / "hf" / "config.json")
+    assert (cfg.max_position_embeddings, cfg.layer_norm_eps, cfg.hidden_act) == (40, 1e-7, "gelu")
+    # and the HF config.json we write reads back as the same config, for both GELUs
+    for act in ("gelu", "gelu_tanh"):
+        ours = BertConfig.preset("tiny", hidden_act=act)
+        ours.to_json_file(tmp_path / "config.json", hf_architecture="BertModel")
+        assert BertConfig.from_json_file(tmp_path / "config.json") == ours
+        assert transformers.BertConfig.from_pretrained(tmp_path).hidden_act == {"gelu": "gelu",
+                                                                               "gelu_tanh": "gelu_new"}[act]
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("position_embedding_type", "relative_key", "relative position embeddings are not implemented"),
+    ("is_decoder", True, "causal attention"),
+    ("add_cross_attention", True, "cross-attention"),
+    ("pruned_heads", {"0": [1]}, "pruned attention heads"),
+    ("tie_word_embeddings", False, "always the word-embedding matrix"),
+    ("classifier_dropout", 0.3, "--dropout_rate"),
+    ("pooler_type", "mean", "first-token transform"),
+    ("is_decoder", 0, "causal attention"),  # JSON 0 is not false
+])
+def test_accepted_keys_at_a_value_that_would_change_the_model_are_refused(tmp_path, key, value, why):
+    path = write(tmp_path, dict(ORIGINAL_BASE, model_type="bert", **{key: value}), "config.json")
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(path)
+    assert str(info.value).startswith(f"{path}: {key}={value!r} is not supported") and why in str(info.value)
+
+
+def test_layer_norm_eps_and_its_alias_must_agree(tmp_path):
+    assert BertConfig.from_json_file(write(tmp_path, dict(ORIGINAL_BASE, layer_norm_epsilon=1e-6))).layer_norm_eps \
+        == 1e-6
+    with pytest.raises(ConfigError, match="layer_norm_eps=1e-05 and layer_norm_epsilon=1e-06 disagree"):
+        BertConfig.from_json_file(write(tmp_path, dict(ORIGINAL_BASE, layer_norm_eps=1e-5, layer_norm_epsilon=1e-6)))
+
+
+def test_preset_or_file_says_which_it_is(tmp_path):
+    assert BertConfig.from_preset_or_file("mini") == BertConfig.preset("mini")
+    assert BertConfig.from_preset_or_file(write(tmp_path, ORIGINAL_BASE)) == BertConfig.preset("base")
+    with pytest.raises(ConfigError, match=r"'bsae' is neither a config file \(no such file\) nor a BERT preset; "
+                                          r"did you mean 'base'\?"):
+        BertConfig.from_preset_or_file("bsae")
+    for path in (tmp_path / "configs" / "bert", tmp_path / "bert_config.jsn"):  # missing paths, no .json suffix
+        with pytest.raises(ConfigError, match=f"{re.escape(str(path))}: config file not found"):
+            BertConfig.from_preset_or_file(path)
+    with pytest.raises(ConfigError, match=f"{re.escape(str(tmp_path))}: is a directory"):
+        BertConfig.from_preset_or_file(tmp_path)
+    with pytest.raises(ConfigError, match="not a JSON file"):
+        BertConfig.from_preset_or_file(write(tmp_path, "vocab_size: 3", "bert_config"))

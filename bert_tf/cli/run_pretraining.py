@@ -60,8 +60,7 @@ def main(argv):
     options = options_from_flags(f, PretrainingOptions)
     try:
         strategy = strategy_from_flags(f)
-        config = BertConfig.from_json_file(f.bert_config_file) if f.bert_config_file.endswith(".json") \
-            else BertConfig.preset(f.bert_config_file)
+        config = BertConfig.from_preset_or_file(f.bert_config_file)
         results = run_pretraining(config, f.input_file, f.output_dir, options, strategy)
     except USER_ERRORS + (DataError, TrainingError, Preempted, ValueError) as e:
         fail("run_pretraining", e)
