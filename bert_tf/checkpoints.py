@@ -309,3 +309,46 @@ def load_hf(path: str, model: str = "encoder"):
     built = _build(BertConfig.from_json_file(config_path), model)
     restore_hf(built, path)
     return built
+
+
+# Our model classes and the HF transformers class whose layout `save_hf` writes for each.
+_HF_ARCHITECTURES = {BertEncoder: "BertModel", BertPretrainer: "BertForPreTraining"}
+
+
+def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
+    """Writes `model` as an HF transformers directory: `model.safetensors`, `config.json` and, when given, a copy of
+    `vocab_file` as `vocab.txt`. A `BertEncoder` is written as `BertModel`, a `BertPretrainer` as
+    `BertForPreTraining` (encoder names under `bert.`, heads under `cls.`; the MLM decoder is tied to the word
+    embeddings, as HF saves it). A new directory is written under a temporary name and renamed into place; into an
+    existing one each file is renamed in, `config.json` last, so a crash never leaves a directory that loads.
+    """
+    from safetensors.numpy import save_file
+
+    architecture = _HF_ARCHITECTURES.get(type(model))
+    if architecture is None:
+        raise CheckpointError(f"save_hf writes a BertEncoder or a BertPretrainer, not a {type(model).__name__}")
+    tensors = {}
+    for slot in variable_map(model):
+        name = hf_name(slot.name)
+        if architecture != "BertModel" and slot.name.startswith("bert/"):
+            name = "bert." + name
+        value = np.asarray(slot.variable.numpy(), dtype=np.float32)
+        tensors[name] = np.ascontiguousarray(value.T if slot.transpose_hf else value)
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CheckpointError(f"{directory}: exists and is not a directory; an HF model is a directory")
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=f".{os.path.basename(directory)}.tmp-")
+    try:
+        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        if vocab_file:
+            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
+        if not os.path.exists(directory):
+            os.rename(tmp, directory)
+        else:
+            for filename in sorted(os.listdir(tmp), key=lambda f: f == "config.json"):
+                os.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory

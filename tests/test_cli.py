@@ -6,10 +6,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+import tensorflow as tf
+from safetensors.numpy import load_file
 
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
 from bert_tf.cli.convert_checkpoint import convert
 from tests.conftest import make_batch
+from tests.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,8 +27,12 @@ def cli(module, *args):
 def test_convert_checkpoint_hf_to_original_to_keras(minilm_dir, tmp_path):
     result = cli("bert_tf.cli.convert_checkpoint", f"--input={minilm_dir}", f"--output={tmp_path}/tf1/bert_model.ckpt")
     assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stdout and "(original TF1 checkpoint)" in result.stdout
     assert {"bert_config.json", "vocab.txt", "checkpoint", "bert_model.ckpt.index"} <= set(os.listdir(tmp_path / "tf1"))
-    out = convert(tmp_path / "tf1" / "bert_model.ckpt", tmp_path / "enc.keras")
+    assert "bert/encoder/layer_5/output/LayerNorm/gamma" in tf.train.load_checkpoint(
+        str(tmp_path / "tf1" / "bert_model.ckpt")).get_variable_to_shape_map()
+    fmt, out = convert(tmp_path / "tf1" / "bert_model.ckpt", tmp_path / "enc.keras")
+    assert fmt == "keras"
     import keras
 
     from_keras = keras.saving.load_model(out)
@@ -33,16 +41,99 @@ def test_convert_checkpoint_hf_to_original_to_keras(minilm_dir, tmp_path):
     np.testing.assert_array_equal(from_keras(batch)["sequence_output"].numpy(), hf(batch)["sequence_output"].numpy())
 
 
+def test_convert_checkpoint_to_hf_layout_loads_in_transformers(minilm_dir, tmp_path):
+    import torch
+    import transformers
+
+    encoder = checkpoints.load_hf(minilm_dir)
+    checkpoints.save_original(encoder, tmp_path / "tf1" / "bert_model.ckpt")
+    encoder.bert_config.to_json_file(tmp_path / "tf1" / "bert_config.json")
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    fmt, out = convert(tmp_path / "tf1" / "bert_model.ckpt", tmp_path / "hf" / "model.safetensors", vocab_file=vocab)
+    assert (fmt, out) == ("hf", str(tmp_path / "hf"))
+    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors", "vocab.txt"]
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+    assert not [f for f in os.listdir(tmp_path) if "tmp" in f]
+
+    converted, info = transformers.BertModel.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    original = transformers.BertModel.from_pretrained(minilm_dir).state_dict()
+    for name, value in converted.state_dict().items():  # every weight came through the TF1 format unchanged
+        assert torch.equal(value, original[name]), name
+    batch = encode_real_sentences(minilm_dir)
+    real = batch["input_mask"].astype(bool)
+    with torch.no_grad():
+        ref = converted.eval()(**torch_inputs(batch))
+    ours = encoder(batch)
+    # Real tokens and the pooled output; padded positions are ill-conditioned in fp32 (test_checkpoints bounds them)
+    scale = np.abs(ref.last_hidden_state.numpy()).max()
+    assert np.abs(ours["sequence_output"].numpy() - ref.last_hidden_state.numpy())[real].max() / scale < 1e-5
+    assert relative_error(ours["pooled_output"], ref.pooler_output.numpy()) < 1e-5
+
+
+def test_convert_checkpoint_pretrainer_to_hf_for_pretraining(tiny_config, tmp_path):
+    import torch
+    import transformers
+
+    model = BertPretrainer(BertEncoder(tiny_config))
+    rng = np.random.default_rng(0)
+    for variable in model.weights:  # every weight non-trivial, the heads' zero-initialised biases included
+        variable.assign(rng.normal(0, 0.2, variable.shape).astype("float32"))
+    checkpoints.save_original(model, tmp_path / "in" / "bert_model.ckpt")
+    tiny_config.to_json_file(tmp_path / "in" / "bert_config.json")
+    fmt, out = convert(tmp_path / "in" / "bert_model.ckpt", tmp_path / "hf", model="pretrainer")
+    assert fmt == "hf" and sorted(os.listdir(out)) == ["config.json", "model.safetensors"]
+    ref, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert ref.config.hidden_act == "gelu_new"  # the original's tanh GELU under HF's name for it
+    ref.save_pretrained(tmp_path / "resaved")  # the names are HF's own for this class, not only loadable ones
+    assert sorted(load_file(out + "/model.safetensors")) == sorted(load_file(tmp_path / "resaved" / "model.safetensors"))
+    batch = make_batch(tiny_config)
+    positions = np.array([[1, 2, 5], [0, 3, 4], [2, 2, 1]], "int32")
+    with torch.no_grad():
+        want = ref.eval()(**torch_inputs(batch))
+    got = model(dict(batch, masked_lm_positions=positions))
+    want_mlm = np.take_along_axis(want.prediction_logits.numpy(), positions[:, :, None], axis=1)
+    assert relative_error(got["mlm_logits"], want_mlm) < 1e-5
+    assert relative_error(got["nsp_logits"], want.seq_relationship_logits.numpy()) < 1e-5
+
+
 def test_convert_checkpoint_pretrainer_keeps_heads(tiny_config, tmp_path):
     model = BertPretrainer(BertEncoder(tiny_config))
     checkpoints.save_original(model, tmp_path / "in" / "bert_model.ckpt")
     tiny_config.to_json_file(tmp_path / "in" / "bert_config.json")
-    out = convert(tmp_path / "in", tmp_path / "pre.keras", model="pretrainer")
+    _, out = convert(tmp_path / "in", tmp_path / "pre.keras", model="pretrainer")
     import keras
 
     clone = keras.saving.load_model(out)
     batch = dict(make_batch(tiny_config), masked_lm_positions=np.array([[1], [2], [3]], "int32"))
     np.testing.assert_array_equal(clone(batch)["mlm_logits"].numpy(), model(batch)["mlm_logits"].numpy())
+
+
+@pytest.mark.parametrize("output, message", [
+    ("model.pt", "the name does not say what to write"),
+    ("weights.safetensors", "only from a file named model.safetensors"),
+    ("model.ckpt.index", "the name does not say what to write"),
+    ("existing_file", "the name does not say what to write"),
+])
+def test_convert_checkpoint_refuses_an_output_that_names_no_format(tiny_config, tmp_path, output, message):
+    checkpoints.save_original(BertEncoder(tiny_config), tmp_path / "in" / "bert_model.ckpt")
+    tiny_config.to_json_file(tmp_path / "in" / "bert_config.json")
+    (tmp_path / "existing_file").write_text("not a directory")
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(ValueError, match=f"--output={re.escape(str(tmp_path / output))}: .*{message}"):
+        convert(tmp_path / "in" / "bert_model.ckpt", tmp_path / output)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_convert_checkpoint_refuses_flags_it_would_ignore(minilm_dir, tiny_config, tmp_path):
+    with pytest.raises(ValueError, match="--bert_config_file=.*an HF input is read with its own config.json"):
+        convert(minilm_dir, tmp_path / "out.keras", bert_config_file=f"{minilm_dir}/config.json")
+    with pytest.raises(ValueError, match="--vocab_file=.*a .keras file holds no vocabulary"):
+        convert(minilm_dir, tmp_path / "out.keras", vocab_file=f"{minilm_dir}/vocab.txt")
+    with pytest.raises(ValueError, match="--vocab_file=.*missing.txt: no such file"):
+        convert(minilm_dir, tmp_path / "hf/", vocab_file=f"{tmp_path}/missing.txt")
+    assert os.listdir(tmp_path) == []
 
 
 def test_convert_checkpoint_bad_input_is_one_line(tmp_path):
