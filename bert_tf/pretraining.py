@@ -46,7 +46,12 @@ def file_sha256(path: str) -> str:
 
 
 def expand_files(patterns) -> list[str]:
-    """Comma-separated (or listed) files and globs -> the sorted, de-duplicated list of files."""
+    """Comma-separated (or listed) files and globs -> the sorted, de-duplicated list of files.
+
+    Where a `metadata.json` lies beside matched files, it lists the one record set that its run wrote there, and
+    any other matched file in that directory (a shard left by an earlier run, a stray copy) is refused by name
+    rather than trained on.
+    """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
     files = []
@@ -59,7 +64,45 @@ def expand_files(patterns) -> list[str]:
         files += [m for m in matched if not m.endswith((".tmp", METADATA_NAME))]
     if not files:
         raise DataError("--input_file names no file; give TFRecord files or globs, comma-separated")
-    return sorted(set(files))
+    files = sorted(set(files))
+    _refuse_unlisted(files)
+    return files
+
+
+def listed_shards(path: str) -> set[str] | None:
+    """The shard file names a metadata file lists, or None when it lists none (not written by data_gen)."""
+    shards = _load_metadata(path).get("shards")
+    if not isinstance(shards, list):
+        return None
+    names = {s["path"] for s in shards if isinstance(s, dict) and isinstance(s.get("path"), str)
+             and s["path"] == os.path.basename(s["path"]) and s["path"] not in ("", ".", "..", METADATA_NAME)}
+    return names or None
+
+
+def _refuse_unlisted(files: list[str]) -> None:
+    for directory in sorted({os.path.dirname(f) for f in files}):
+        path = os.path.join(directory, METADATA_NAME)
+        listed = listed_shards(path) if tf.io.gfile.exists(path) else None
+        if listed is None:
+            continue
+        unlisted = [os.path.basename(f) for f in files if os.path.dirname(f) == directory
+                    and os.path.basename(f) not in listed]
+        if unlisted:
+            names = ", ".join(unlisted[:10]) + (f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else "")
+            raise DataError(f"--input_file matches {len(unlisted)} file(s) in {directory} that its {METADATA_NAME} "
+                            f"does not list among the {len(listed)} shard(s) of the run that wrote it: {names}; "
+                            "delete them (left by another run?) or narrow --input_file to the listed shards")
+
+
+def _load_metadata(path: str) -> dict:
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            metadata = json.load(f)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: not valid JSON ({e}); regenerate the data or delete the file") from None
+    if not isinstance(metadata, dict):
+        raise DataError(f"{path}: not a metadata object; regenerate the data or delete the file")
+    return metadata
 
 
 def compression_of(path: str) -> str:
@@ -73,11 +116,7 @@ def read_metadata(files: list[str]) -> tuple[str, dict] | None:
     for directory in sorted({os.path.dirname(f) for f in files}):
         path = os.path.join(directory, METADATA_NAME)
         if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                try:
-                    return path, json.load(f)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}: not valid JSON ({e}); regenerate the data or delete the file") from None
+            return path, _load_metadata(path)
     return None
 
 

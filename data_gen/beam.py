@@ -10,7 +10,8 @@ joining the window before it). Runs on the DirectRunner locally and on any Beam 
       --vocab_file=vocab.txt --num_output_shards=256 -- --runner=DataflowRunner --project=... --region=...
 
 (The corpus paths must be readable by the workers; `read_documents` reads them with Python's `open`, so for
-object stores mount them or extend it with `apache_beam.io.filesystems`.)
+object stores mount them or extend it with `apache_beam.io.filesystems`.) It writes no metadata.json, so nothing
+could tell a reader which shards are this run's: an output prefix that already has shards is refused.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
     """Adds the generation to `pipeline`; returns the PCollection of serialized records (also written)."""
     import apache_beam as beam
 
+    from apache_beam.io.filesystems import FileSystems
+
     options.check()
+    earlier = [m.path for m in FileSystems.match([f"{output_prefix}-*-of-*"])[0].metadata_list]
+    if earlier:
+        raise ValueError(f"--output_prefix={output_prefix}: {len(earlier)} shard(s) of an earlier run are there "
+                         f"({', '.join(sorted(earlier)[:3])}{', ...' if len(earlier) > 3 else ''}); delete them or "
+                         "choose another prefix, so that a reader's glob matches this run's shards alone")
     files = documents_lib.expand_input_files(input_files)
     indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
     counts = indexed | "Count" >> beam.Map(lambda f: (f[0], sum(1 for _ in documents_lib.read_documents([f[1]]))))
@@ -84,9 +92,12 @@ def main(argv=None):
         parser.add_argument(f"--{field.name}", type=json.loads if kind is bool else kind, default=field.default)
     args, beam_args = parser.parse_known_args(argv)
     options = Options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Options)})
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
-        build_pipeline(pipeline, args.input_file, args.output_prefix, args.vocab_file, options,
-                       args.num_output_shards, args.gzip)
+    try:
+        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+            build_pipeline(pipeline, args.input_file, args.output_prefix, args.vocab_file, options,
+                           args.num_output_shards, args.gzip)
+    except (CorpusError, ValueError) as e:  # found while building the pipeline, before any work
+        raise SystemExit(f"data_gen.beam: error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
       --vocab_file=vocab.txt --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=2
 
 Input: one sentence per line, a blank line between documents. Output: the original record schema, and
-`metadata.json` beside the shards with the flags, the vocab's hash and statistics of what was written.
+`metadata.json` beside the shards with the flags, the vocab's hash and statistics of what was written. A rerun into
+the same directory replaces the earlier run's shards once its own are complete.
 """
 
 from absl import app, flags

@@ -27,7 +27,7 @@ from data_gen.documents import CorpusError, expand_input_files
 from data_gen.masking import MaskingVocab
 from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
                              worker_ready)
-from data_gen.writer import METADATA_NAME, ShardWriter, file_sha256, write_metadata
+from data_gen.writer import ShardWriter, file_sha256
 
 
 # ----------------------------------------------------------------------------------------------- one window
@@ -81,6 +81,10 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
              gzip=False, progress=True) -> dict:
     """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`).
 
+    The output is one record set in one directory: on success the shards listed in the metadata replace those of
+    the run that wrote the directory before (`writer.ShardWriter.commit`); a run that fails or is stopped leaves
+    the earlier set and its metadata as they were.
+
     With `num_workers` > 1 the workers are spawned processes (TensorFlow is not fork-safe), which re-import the
     calling script: call this under `if __name__ == "__main__":` and keep TensorFlow imports out of the script's top
     level, or every worker loads TensorFlow too.
@@ -107,8 +111,10 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
                 totals[key] = totals.get(key, 0) + value
             bar.update(stats, totals, time.time() - started)
         if not totals.get("instances"):
-            raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty documents "
-                              "separated by a blank line")
+            raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty "
+                              "documents separated by a blank line")
+        metadata = _metadata(files, output_files, vocab_file, options, gzip, totals, writer.counts)
+        writer.commit(metadata)
     except BaseException:
         writer.appender.fail()
         runs.close()  # the workers are shut down: nothing appends after this
@@ -116,9 +122,6 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
         raise
     finally:
         bar.close()
-    writer.close()
-    metadata = _metadata(files, output_files, vocab_file, options, gzip, totals, writer.counts)
-    write_metadata(os.path.join(os.path.dirname(os.path.abspath(output_files[0])), METADATA_NAME), metadata)
     elapsed = time.time() - started
     logging.info("wrote %d instances in %.1f s (%.0f instances/s, %.2f MB/s of text)", totals["instances"], elapsed,
                  totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)

@@ -6,22 +6,37 @@ from __future__ import annotations
 import json
 import os
 
-from bert_tf.pretraining import METADATA_NAME, feature_spec, file_sha256  # noqa: F401 (the reader's contract)
+from absl import logging
+
+# the reader's contract
+from bert_tf.pretraining import METADATA_NAME, feature_spec, file_sha256, listed_shards  # noqa: F401
 from data_gen.appender import WindowAppender
 
 
 class ShardWriter:
-    """Shard files under temporary names, which windows are appended to by its `appender` (from the worker that
-    built each window, `appender.WindowAppender`); `close()` renames them, `abort()` removes them.
+    """One run's record set in one directory: shard files under temporary names, which windows are appended to by
+    its `appender` (from the worker that built each window, `appender.WindowAppender`); `commit()` puts the set and
+    its `metadata.json` in place and removes the shards of the run that wrote the directory before, `abort()`
+    removes the temporary files and leaves the earlier set as it was.
 
-    A run that dies leaves only `*.tmp` files, never a shard that looks complete. Call `abort()` only once no
-    process appends any more (`generate` fails the appender and shuts its workers down first).
+    A run that dies leaves only `*.tmp` files, never a shard that looks complete. The directory's `metadata.json`
+    lists exactly its shards, so that a reader can refuse any other file matched beside them
+    (`bert_tf.pretraining.expand_files`). Call `abort()` only once no process appends any more (`generate` fails
+    the appender and shuts its workers down first).
     """
 
     def __init__(self, paths: list[str], gzip: bool = False):
-        self.paths = list(paths)
-        for path in self.paths:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.paths = [os.path.abspath(p) for p in paths]
+        directories = sorted({os.path.dirname(p) for p in self.paths})
+        if len(directories) > 1:
+            raise ValueError(f"--output_file: the shards must be in one directory, beside the metadata.json that "
+                             f"lists them; got {len(directories)}: {', '.join(directories)}")
+        if len({os.path.basename(p) for p in self.paths}) < len(self.paths) or METADATA_NAME in map(
+                os.path.basename, self.paths):
+            raise ValueError(f"--output_file: each shard needs its own name, other than {METADATA_NAME}")
+        self.directory = directories[0]
+        self.metadata_path = os.path.join(self.directory, METADATA_NAME)
+        os.makedirs(self.directory, exist_ok=True)
         self._tmp = [f"{path}.tmp" for path in self.paths]
         for tmp in self._tmp:
             open(tmp, "wb").close()  # empty, so that a re-run after a kill starts its shards afresh
@@ -32,19 +47,43 @@ class ShardWriter:
         """Window `window_index` was appended with `instances` records."""
         self.counts[window_index % len(self.paths)] += instances
 
-    def close(self) -> None:
+    def commit(self, metadata: dict) -> None:
+        """The complete set in place: the metadata written aside first (a full disk fails here, before anything
+        is replaced), the shards renamed, the metadata renamed over the earlier run's, then the earlier run's
+        shards that this set does not reuse removed."""
+        earlier = self._earlier_shards()
+        metadata_tmp = _write_json(f"{self.metadata_path}.tmp", metadata)
         for tmp, path in zip(self._tmp, self.paths):
             os.replace(tmp, path)
+        os.replace(metadata_tmp, self.metadata_path)
+        stale = sorted(earlier - {os.path.basename(p) for p in self.paths})
+        for name in stale:
+            path = os.path.join(self.directory, name)
+            if os.path.isfile(path):
+                os.remove(path)
+        if stale:
+            logging.info("removed the %d shard(s) of the earlier run in %s that this run does not replace: %s",
+                         len(stale), self.directory, ", ".join(stale))
 
     def abort(self) -> None:
-        for tmp in self._tmp:
+        for tmp in self._tmp + [f"{self.metadata_path}.tmp"]:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
+    def _earlier_shards(self) -> set[str]:
+        """The shard names the directory's metadata.json lists (none without one); a metadata.json that cannot be
+        read is replaced, with a warning: the shards it listed stay, and a reader refuses them by name."""
+        if not os.path.exists(self.metadata_path):
+            return set()
+        try:
+            return listed_shards(self.metadata_path) or set()
+        except ValueError as e:
+            logging.warning("%s; it is replaced, and any shard of the earlier run stays beside the new ones", e)
+            return set()
 
-def write_metadata(path: str, metadata: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(metadata, f, indent=2, sort_keys=True)
+
+def _write_json(path: str, data: dict) -> str:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
         f.write("\n")
-    os.replace(tmp, path)
+    return path

@@ -301,12 +301,13 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
-def run_generate(corpus, out_dir, vocab_file, workers=1, **options):
+def run_generate(corpus, out_dir, vocab_file, workers=1, shards=3, **options):
     from data_gen.generate import Options, generate, output_paths
 
     opts = Options(**{"dupe_factor": 2, "window_size": 100, "max_seq_length": 64, "max_predictions_per_seq": 10,
                       **options})
-    return generate(corpus, output_paths(str(out_dir), 3), vocab_file, opts, num_workers=workers, progress=False)
+    return generate(corpus, output_paths(str(out_dir), shards), vocab_file, opts, num_workers=workers,
+                    progress=False)
 
 
 def read_records(out_dir, seq=64, preds=10, compression=""):
@@ -366,6 +367,46 @@ def test_gzip_and_whole_word_masking(corpus, vocab_file, tmp_path):
     gzip_lib.open(tmp_path / "a.tfrecord").read(16)
     records = [r for r in read_records(tmp_path, compression="GZIP")]
     assert len(records) == meta["instances"]
+
+
+def test_a_rerun_replaces_the_earlier_record_set_only_once_its_own_is_complete(corpus, vocab_file, tmp_path,
+                                                                               monkeypatch):
+    """A rerun into the same directory with another --num_output_shards leaves exactly its own shards and the
+    metadata that lists them; a rerun that fails, in the middle or writing its metadata, leaves the earlier set and
+    its metadata byte for byte."""
+    import data_gen.generate as generate_lib
+    import data_gen.writer as writer_lib
+
+    out = tmp_path / "out"
+    run_generate(corpus, out, vocab_file, shards=3, dupe_factor=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(before) == 4
+    append_window = generate_lib.append_window
+
+    def fails_at_window_3(appender, index, *args):  # windows 0-2 are in the new temporary shards by then
+        if index == 3:
+            raise RuntimeError("window 3 failed")
+        return append_window(appender, index, *args)
+
+    monkeypatch.setattr(generate_lib, "append_window", fails_at_window_3)
+    with pytest.raises(RuntimeError, match="window 3 failed"):
+        run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(writer_lib, "_write_json", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    meta = run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["metadata.json", "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
+    assert [s["path"] for s in json.loads((out / "metadata.json").read_text())["shards"]] == names[1:]
+    assert len(read_records(out)) == meta["instances"] > 500
 
 
 @pytest.mark.parametrize("content, message", [
@@ -533,6 +574,9 @@ def test_beam_pipeline_writes_the_same_records_as_the_local_run(vocab_file, tmp_
 
     local, remote = records(tmp_path / "local"), records(tmp_path / "beam")
     assert len(local) > 100 and local == remote
+    with pytest.raises(ValueError, match=r"--output_prefix=.*records: 3 shard\(s\) of an earlier run are there .*"
+                                         r"records-00000-of-00003.*; delete them or choose another prefix"):
+        build_pipeline(beam.Pipeline(), pattern, str(tmp_path / "beam" / "records"), vocab_file, options)
     for total in (2, 7, 12, 13, 25):  # the key function reproduces the streaming windows, tail merge included
         expected = [w for w in windows(iter(range(total)), 6)]
         keys = [window_key(i, total, 6) for i in range(total)]
@@ -547,4 +591,11 @@ def test_bad_flag_values_are_named_before_any_work(vocab_file, tmp_path):
                  Options(max_seq_length=3, masked_lm_prob=1.5), progress=False)
     with pytest.raises(ValueError, match="--num_workers=0"):
         generate(__file__, [str(tmp_path / "x.tfrecord")], vocab_file, Options(), num_workers=0, progress=False)
+    with pytest.raises(ValueError, match=r"--output_file: the shards must be in one directory, beside the "
+                                         r"metadata.json that lists them; got 2: .*/a, .*/b"):
+        generate(__file__, [str(tmp_path / "a" / "x.tfrecord"), str(tmp_path / "b" / "y.tfrecord")], vocab_file,
+                 Options(), progress=False)
+    with pytest.raises(ValueError, match="each shard needs its own name, other than metadata.json"):
+        generate(__file__, [str(tmp_path / "x.tfrecord"), str(tmp_path / "x.tfrecord")], vocab_file, Options(),
+                 progress=False)
     assert not list(tmp_path.iterdir())

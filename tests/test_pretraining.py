@@ -423,6 +423,30 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
     assert "--max_seq_length=32" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_files_beside_the_metadata_that_it_does_not_list_are_refused_by_name(data, tmp_path):
+    """A shard left beside the record set by an earlier run (here a 5-shard run's) matches the glob, but the
+    metadata.json beside it lists the 4 shards of the run that wrote the directory: training refuses it, naming it,
+    before any step; the listed shards alone are read."""
+    from bert_tf.pretraining import DataError, PretrainingOptions, expand_files, run_pretraining
+
+    records = tmp_path / "records"
+    shutil.copytree(data / "records", records)
+    stray = records / "pretraining-00004-of-00005.tfrecord"
+    shutil.copy(records / "pretraining-00000-of-00004.tfrecord", stray)
+    with pytest.raises(DataError, match=r"--input_file matches 1 file\(s\) in .*records that its metadata.json does "
+                                        r"not list among the 4 shard\(s\) of the run that wrote it: "
+                                        r"pretraining-00004-of-00005.tfrecord; delete them"):
+        run_pretraining(_config(data), str(records / "*.tfrecord"), str(tmp_path / "out"),
+                        PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, train_batch_size=8,
+                                           num_train_steps=1, num_warmup_steps=0, save_checkpoints_steps=1,
+                                           iterations_per_loop=1))
+    assert not (tmp_path / "out").exists()
+    assert len(expand_files(str(records / "*-of-00004.tfrecord"))) == 4
+    stray.unlink()
+    assert [os.path.basename(f) for f in expand_files(str(records / "*"))] == [
+        f"pretraining-0000{i}-of-00004.tfrecord" for i in range(4)]
+
+
 def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path):
     import keras
     import tensorflow as tf
