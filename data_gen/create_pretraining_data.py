@@ -8,6 +8,10 @@ Input: one sentence per line, a blank line between documents. Output: the origin
 the same directory replaces the earlier run's shards once its own are complete.
 """
 
+import os
+import signal
+import sys
+
 from absl import app, flags
 
 # TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
@@ -37,7 +41,7 @@ def main(argv):
     del argv
     from bert_tf.tokenization import VocabError
     from data_gen.documents import CorpusError
-    from data_gen.generate import Options, generate, output_paths
+    from data_gen.generate import Options, Terminated, generate, output_paths
 
     f = flags.FLAGS
     options = Options(f.max_seq_length, f.max_predictions_per_seq, f.masked_lm_prob, f.short_seq_prob, f.dupe_factor,
@@ -47,6 +51,16 @@ def main(argv):
                         num_workers=f.num_workers, gzip=f.gzip)
     except (CorpusError, VocabError, ValueError) as e:
         raise SystemExit(f"create_pretraining_data: error: {e}") from None
+    except (Terminated, KeyboardInterrupt) as e:  # `generate` has shut its workers down and removed its files
+        signum = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
+        print(f"create_pretraining_data: stopped by {signum.name}; no shard written, and the directory's earlier "
+              "record set (if any) kept", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Die of the signal now, as an unhandled one kills: unloading TensorFlow's modules would take seconds
+        # (more than a scheduler's grace period may give), and there is nothing left to clean up.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
     print(f"create_pretraining_data: {meta['instances']} instances, {meta['tokens']} tokens, masked fraction "
           f"{meta['masked_fraction']:.4f}, random-next fraction {meta['random_next_fraction']:.4f}, "
           f"{len(meta['shards'])} shard(s)")

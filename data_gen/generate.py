@@ -13,9 +13,11 @@ size. The random-next pool is the window.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import multiprocessing
 import os
+import signal
 import time
 
 import numpy as np
@@ -77,13 +79,42 @@ def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     return [p.strip() for p in output_file.split(",") if p.strip()]
 
 
+class Terminated(SystemExit):
+    """SIGTERM stopped `generate` after it had cleaned up; exits with the shell's status for SIGTERM."""
+
+    def __init__(self):
+        super().__init__(128 + signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _sigterm_stops():
+    """For the duration of a run in the main thread, SIGTERM raises `Terminated` where the main process is, so
+    that it cleans up as after Ctrl-C (workers shut down, temporary shards removed) instead of dying on the spot. A
+    second SIGTERM gets the handler that was there before."""
+    def handle(signum, frame):
+        del signum, frame
+        signal.signal(signal.SIGTERM, previous)
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handle)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def generate(input_files, output_files: list[str], vocab_file: str, options: Options = Options(), num_workers=1,
              gzip=False, progress=True) -> dict:
     """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`).
 
     The output is one record set in one directory: on success the shards listed in the metadata replace those of
     the run that wrote the directory before (`writer.ShardWriter.commit`); a run that fails or is stopped leaves
-    the earlier set and its metadata as they were.
+    the earlier set and its metadata as they were. SIGTERM stops the run like Ctrl-C (`Terminated`), and the
+    workers end with this process however it ends (`window.exit_with_parent`).
 
     With `num_workers` > 1 the workers are spawned processes (TensorFlow is not fork-safe), which re-import the
     calling script: call this under `if __name__ == "__main__":` and keep TensorFlow imports out of the script's top
@@ -104,24 +135,25 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     bar = _progress(progress)
     stream = enumerate(documents_lib.windows(documents_lib.read_documents(files), options.window_size))
     runs = _run(stream, vocab_file, options, num_workers, writer.appender)
-    try:
-        for index, stats in runs:
-            writer.count(index, stats["instances"])
-            for key, value in stats.items():
-                totals[key] = totals.get(key, 0) + value
-            bar.update(stats, totals, time.time() - started)
-        if not totals.get("instances"):
-            raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty "
-                              "documents separated by a blank line")
-        metadata = _metadata(files, output_files, vocab_file, options, gzip, totals, writer.counts)
-        writer.commit(metadata)
-    except BaseException:
-        writer.appender.fail()
-        runs.close()  # the workers are shut down: nothing appends after this
-        writer.abort()
-        raise
-    finally:
-        bar.close()
+    with _sigterm_stops():
+        try:
+            for index, stats in runs:
+                writer.count(index, stats["instances"])
+                for key, value in stats.items():
+                    totals[key] = totals.get(key, 0) + value
+                bar.update(stats, totals, time.time() - started)
+            if not totals.get("instances"):
+                raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty "
+                                  "documents separated by a blank line")
+            metadata = _metadata(files, output_files, vocab_file, options, gzip, totals, writer.counts)
+            writer.commit(metadata)
+        except BaseException:
+            writer.appender.fail()
+            runs.close()  # the workers are shut down: nothing appends after this
+            writer.abort()
+            raise
+        finally:
+            bar.close()
     elapsed = time.time() - started
     logging.info("wrote %d instances in %.1f s (%.0f instances/s, %.2f MB/s of text)", totals["instances"], elapsed,
                  totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)
@@ -139,7 +171,7 @@ def _run(stream, vocab_file, options, num_workers, appender):
     # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow.
     context = multiprocessing.get_context("spawn")  # TF is not fork-safe
     with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init,
-                                                initargs=(appender,)) as pool:
+                                                initargs=(appender, os.getpid())) as pool:
         try:
             for _ in range(num_workers):  # start the workers now: they load while this process builds its tokenizer
                 pool.submit(worker_ready)

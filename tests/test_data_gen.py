@@ -431,25 +431,88 @@ def test_directory_input_fails_clearly(vocab_file, tmp_path):
         generate(str(tmp_path), [str(tmp_path / "out" / "x.tfrecord")], vocab_file, progress=False)
 
 
-def test_interrupted_parallel_run_stops_its_workers_and_leaves_no_shard(corpus, vocab_file, tmp_path):
-    """Ctrl-C in the middle of a 2-worker run: the workers stop appending (one of them may be waiting for the
-    other's turn), the process exits, and neither finished nor temporary shards remain."""
+def _proc_stat(pid):
+    """(parent pid, state, start time) of a process from /proc/<pid>/stat, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, ppid 4, starttime 22
+    return int(fields[1]), fields[0], fields[19]
+
+
+def _descendants(pid):
+    """{pid: (start time, command line)} of every process below `pid`, found by parent pid in /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        stat = _proc_stat(entry) if entry.isdigit() else None
+        if stat:
+            parents.setdefault(stat[0], []).append(int(entry))
+    found, todo = {}, [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            stat = _proc_stat(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if stat:
+                found[child] = (stat[2], cmdline)
+                todo.append(child)
+    return found
+
+
+def _alive(pid, start):
+    """The process `pid` that started at `start` (not a later one with its pid) runs: it exists and is no zombie."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat[1] != "Z" and stat[2] == start
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts processes in /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["INT", "TERM", "KILL"])
+def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus, vocab_file, tmp_path, sig):
+    """Ctrl-C, SIGTERM or kill -9 to the main process of a 2-worker run while its workers append: within 5 s neither
+    worker nor multiprocessing's resource tracker is alive. After Ctrl-C and SIGTERM the run has cleaned up (no
+    shard, finished or temporary; one of the workers may have been waiting for the other's turn) and said so in one
+    line; after kill -9 only temporary shards are left, never one that looks complete."""
     big = tmp_path / "big.txt"
     big.write_text((open(corpus, encoding="utf-8").read() + "\n\n") * 20, encoding="utf-8")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={big}", f"--output_file={out}/",
            "--num_output_shards=2", f"--vocab_file={vocab_file}", "--num_workers=2", "--window_size=50",
            "--dupe_factor=5"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp")):
-        time.sleep(0.02)  # until the workers have appended something
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    assert not list(out.iterdir())
+    with open(tmp_path / "stderr", "wb") as stderr:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp")):
+            time.sleep(0.02)  # until the workers have appended something
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        children = _descendants(proc.pid)
+        kinds = sorted("tracker" if "resource_tracker" in cmdline else "worker" for _, cmdline in children.values())
+        assert kinds == ["tracker", "worker", "worker"], children
+        proc.send_signal(sig)
+        deadline = time.time() + 5
+        while time.time() < deadline and any(_alive(pid, start) for pid, (start, _) in children.items()):
+            time.sleep(0.05)
+        alive = {pid: cmdline for pid, (start, cmdline) in children.items() if _alive(pid, start)}
+        assert not alive, f"alive 5 s after the main process got signal {sig}: {alive}"
+        proc.wait(60)
+    finally:
+        proc.kill()
+        proc.wait()
+    stderr = (tmp_path / "stderr").read_text()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        assert not [p.name for p in out.iterdir() if not p.name.endswith(".tmp")]
+    else:  # one line, then it dies of the signal as an unhandled one kills
+        assert proc.returncode == -sig, stderr
+        assert f"create_pretraining_data: stopped by {sig.name}; no shard written" in stderr
+        assert "Traceback" not in stderr
+        assert not list(out.iterdir())
 
 
 def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
