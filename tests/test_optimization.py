@@ -94,3 +94,29 @@ def test_a_checkpoint_without_its_optimizer_recorded_is_refused(tiny_config, tmp
     tf.train.Checkpoint(step=tf.Variable(3)).save(str(tmp_path / "ckpt"))
     with pytest.raises(TrainingError, match="does not record which optimizer"):
         _train(tiny_config, tmp_path, "original_adamw", 4)
+
+
+@pytest.mark.parametrize("module, options", [("bert_tf.cli.run_pretraining", "bert_tf.pretraining:PretrainingOptions"),
+                                             ("bert_tf.cli.run_classifier", "bert_tf.finetuning:FinetuneOptions")])
+def test_training_clis_default_to_the_original_optimizer_and_pass_the_flag_on(module, options):
+    """run_squad, run_ner and run_swag take the fine-tuning flags of run_classifier (cli.define_finetuning_flags)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import importlib, sys
+from absl import flags
+importlib.import_module("{module}")
+from bert_tf.cli import options_from_flags
+module, name = "{options}".split(":")
+cls = getattr(importlib.import_module(module), name)
+for argv in ([], ["--optimizer=adamw", "--weight_decay=0.02"]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["prog", "--bert_config_file=c", "--input_file=i", "--vocab_file=v", "--output_dir=o", "--task_name=mrpc", *argv],
+                known_only=True)
+    o = options_from_flags(flags.FLAGS, cls)
+    print(o.optimizer, o.weight_decay)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["original_adamw", "0.01", "adamw", "0.02"]
