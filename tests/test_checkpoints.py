@@ -44,11 +44,12 @@ def torch_inputs(batch):
 # Unit roundoff of float32: the relative error of storing one number in float32.
 FLOAT32_ROUNDOFF = 2.0 ** -24
 # How far an fp32 run may be from the float64 reference at padded positions, in units of the float64 spread that
-# float32 rounding of the weights alone causes there. An fp32 forward pass also rounds in every operation, in an
-# order that depends on the CPU's kernels: on an AVX2 CPU HF fp32 is 1.3 units from float64 and ours 1.5; the
-# 1.15e-5 between ours and HF fp32 measured on an AVX-512 BF16 CPU is at most about 4 units (1.15e-5 plus HF's own
-# ~5.5e-6, over 4.2e-6), so 8 units leaves twice that.
-PADDED_UNITS = 8
+# float32 rounding of the weights alone causes there (3.7e-6 of max-abs for this batch). An fp32 forward pass also
+# rounds in every operation, in an order that depends on the CPU's kernels: under the oneDNN ISA limits and the
+# Eigen / generic kernels tried on an AVX2 CPU, ours was 0.9-1.7 units from float64 and HF fp32 1.5-2.3. The
+# 1.15e-5 between ours and HF fp32 reported on an AVX-512 BF16 CPU puts ours at most 5.4 units from float64 there
+# (triangle inequality with HF's 2.3), and 10 units is about twice that.
+PADDED_UNITS = 10
 
 
 def float64_rounding_spread(ref_model, inputs, draws=4, seed=0):
@@ -89,9 +90,9 @@ def test_real_weights_match_hf_transformers(minilm_dir):
     pooled_err = relative_error(ours["pooled_output"], ref.pooler_output.numpy())
     # Real tokens are well conditioned: both fp32 implementations are ~3e-7 from float64 there.
     assert real_err < 1e-6 and pooled_err < 1e-5
-    # Padded positions are not: their hidden states are nearly constant across features, so each LayerNorm divides
-    # by a small deviation and float32 rounding of the weights alone moves them ~30x more than real tokens. Their
-    # bound is derived from float64 runs of the reference instead of fixed.
+    # Padded positions are not: float32 rounding of the weights alone moves them ~25x more than real tokens (the
+    # deviation grows layer by layer there, while real tokens stay near 1e-7). Their bound is derived from float64
+    # runs of the reference instead of fixed.
     ref64, spread = float64_rounding_spread(ref_model, torch_inputs(batch))
     padded_unit = float(spread[~real].max() / scale)
     padded_err = float(np.abs(seq - ref64)[~real].max() / scale)
