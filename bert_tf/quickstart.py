@@ -1,9 +1,11 @@
 """The main job: raw text -> own vocabulary -> pretraining records -> pretrained BERT -> fine-tuned classifier ->
 SavedModels -> answers from a fresh process, on a built-in corpus, with progress bars, plots and a report.
 
-Stages, each in its own folder under `output_dir`, each marked complete by a `DONE.json` holding its figures (a
-re-run skips complete stages and says so; `force=True` redoes everything; an interrupted pretraining resumes from
-its checkpoints):
+Stages, each in its own folder under `output_dir`, each keyed on what it depends on (the corpus's content digest or
+the built-in corpus's version, every option that changes its output, and the key of the stage before it; see
+`_Stages`). A re-run reuses the stages complete under the same key and says so, redoes a stage whose key changed
+and every stage after it, saying what changed; `force=True` redoes everything; an interrupted pretraining resumes
+from its checkpoints:
 
 1. `corpus/`: the built-in corpus, the docstrings of the Python standard library on this machine (read with
    `ast`, nothing imported), one sentence per line, a blank line between documentation entries; every 20th entry
@@ -17,16 +19,21 @@ its checkpoints):
    sentence B come from the same documentation entry as A", stayed at chance with a model this small.)
 6. `export/`: `classifier` and `mlm` SavedModels (raw strings in).
 7. `answers/`: both SavedModels loaded in a fresh process that imports only TensorFlow and tensorflow-text;
-   `[MASK]` fill-ins and word-order decisions with scores.
-Then `plots/*.png` (training curves) and `report.md`.
+   `[MASK]` fill-ins and word-order decisions with scores. On the built-in corpus the questions are fixed ones; on
+   a user's corpus they come from its held-out part (a held-out word masked, held-out sentences shuffled).
+Then `plots/*.png` (training curves) and `report.md`, which says which stages ran now and which were reused. A
+held-out figure computed on fewer than `MIN_HELDOUT` examples is marked as too small to mean anything, in the
+stage's summary and in the report.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import json
 import os
+import platform
 import random
 import re
 import shutil
@@ -41,7 +48,10 @@ from absl import logging
 from bert_tf.training import write_lines
 
 DONE = "DONE.json"
+STAGE = "STAGE.json"
+CORPUS_VERSION = "stdlib-docstrings-1"  # the built-in corpus's extraction; change it when that changes
 HELDOUT_EVERY = 20
+MIN_HELDOUT = 100  # held-out examples below which a figure is reported as meaningless (see heldout_note)
 SKIP_DIRS = {"test", "tests", "site-packages", "dist-packages", "idlelib", "lib2to3", "tkinter", "turtledemo",
              "ensurepip", "__pycache__", "pydoc_data"}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
@@ -156,18 +166,48 @@ def word_order_examples(documents, count: int, seed: int) -> list[tuple[str, str
     """(label, sentence): a sentence of the corpus as written ("original") or with its words shuffled
     ("shuffled"), half each. Telling them apart needs the grammar that masked-LM pretraining learns."""
     rng = random.Random(seed)
-    sentences = [s for d in documents for s in d if len(set(s.split())) >= 4]
+    sentences = _order_sentences(documents)
     examples = []
     for i in range(count):
         words = rng.choice(sentences).split()
-        if i % 2:
-            shuffled = words[:]
-            while shuffled == words:
-                rng.shuffle(shuffled)
-            words = shuffled
-        examples.append(("shuffled" if i % 2 else "original", " ".join(words)))
+        examples.append(("shuffled", _shuffled(words, rng)) if i % 2 else ("original", " ".join(words)))
     rng.shuffle(examples)
     return examples
+
+
+def _order_sentences(documents) -> list[str]:
+    """The sentences whose word order can be asked about: four or more distinct words."""
+    return [s for d in documents for s in d if len(set(s.split())) >= 4]
+
+
+def _shuffled(words: list[str], rng: random.Random) -> str:
+    shuffled = words[:]
+    while shuffled == words:
+        rng.shuffle(shuffled)
+    return " ".join(shuffled)
+
+
+def heldout_questions(documents, vocab_file: str, seed: int, count: int = 3):
+    """Demo questions from the held-out part of a user's corpus: ([(sentence with one word as [MASK], that word)],
+    [(sentence, "original" | "shuffled")]). The masked word is one the vocabulary holds whole (lower-cased), so one
+    [MASK] stands for it; two sentences are asked about as written and shuffled."""
+    with open(vocab_file, encoding="utf-8") as f:
+        vocab = {line.strip() for line in f}
+    rng = random.Random(seed)
+    sentences = _order_sentences(documents)
+    masked = []
+    for sentence in rng.sample(sentences, len(sentences)):
+        words = sentence.split()
+        candidates = [i for i, w in enumerate(words) if i and w.isalpha() and len(w) >= 3 and w.lower() in vocab]
+        if candidates and len(words) <= 40:
+            i = rng.choice(candidates)
+            masked.append((" ".join(words[:i] + ["[MASK]"] + words[i + 1:]), words[i]))
+            if len(masked) == count:
+                break
+    order = []
+    for sentence in rng.sample(sentences, min(2, len(sentences))):
+        order += [(sentence, "original"), (_shuffled(sentence.split(), rng), "shuffled")]
+    return masked, order
 
 
 def _write_tsv(path: str, examples) -> None:
@@ -176,44 +216,118 @@ def _write_tsv(path: str, examples) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- stages
-class _Stage:
-    """One stage's folder and completion mark."""
+def stage_inputs(options: QuickstartOptions, input_file: str | None) -> dict[str, dict]:
+    """What each stage's output depends on besides the stages before it: the corpus (the input's content digest, or
+    the built-in corpus's version, the Python it is read from and its size) and every option that changes the
+    stage's output (`num_workers` does not: the records are the same bytes for any number)."""
+    from bert_tf.pretraining import file_sha256
 
-    def __init__(self, output_dir: str, name: str, force: bool):
-        self.name = name
-        self.directory = os.path.join(output_dir, name)
-        self.mark = os.path.join(self.directory, DONE)
-        if force and os.path.exists(self.directory):
-            shutil.rmtree(self.directory)
-        os.makedirs(self.directory, exist_ok=True)
+    o = options
+    if input_file:
+        if not os.path.isfile(input_file):
+            raise FileNotFoundError(f"--input_file={input_file}: no such file (give a text file: one sentence per "
+                                    "line, a blank line between documents)")
+        source = {"input_sha256": file_sha256(input_file)}
+    else:
+        source = {"corpus": CORPUS_VERSION, "python": platform.python_version(), "corpus_mb": o.corpus_mb}
+    return {"corpus": dict(source, heldout_every=HELDOUT_EVERY),
+            "vocab": {"vocab_size": o.vocab_size},
+            "records": {"max_seq_length": o.max_seq_length, "max_predictions_per_seq": o.max_predictions_per_seq,
+                        "dupe_factor": o.dupe_factor, "random_seed": o.random_seed},
+            "pretrain": {"hidden_size": o.hidden_size, "num_hidden_layers": o.num_hidden_layers,
+                         "num_attention_heads": o.num_attention_heads, "train_batch_size": o.train_batch_size,
+                         "num_train_steps": o.num_train_steps, "learning_rate": o.learning_rate,
+                         "random_seed": o.random_seed},
+            "finetune": {"finetune_examples": o.finetune_examples, "finetune_epochs": o.finetune_epochs,
+                         "finetune_learning_rate": o.finetune_learning_rate, "random_seed": o.random_seed},
+            "export": {},
+            "answers": {"questions": "built-in" if not input_file else "held-out", "random_seed": o.random_seed}}
 
-    def done(self) -> dict | None:
-        if os.path.exists(self.mark):
-            with open(self.mark, encoding="utf-8") as f:
-                return json.load(f)
-        return None
 
-    def finish(self, figures: dict) -> dict:
-        write_lines(self.mark, [json.dumps(figures, indent=2)])
+def _shown(value) -> str:
+    text = str(value)
+    return text[:12] + "..." if len(text) > 40 else text
+
+
+class _Stages:
+    """The stages of one run, each in its own folder, each keyed on what it depends on.
+
+    A stage's key is the digest of its inputs (`stage_inputs`) and of the key of the stage before it, so a change
+    anywhere reruns that stage and every one after it. `STAGE.json` records the key and inputs when a stage starts,
+    `DONE.json` its figures when it ends. A stage is reused when it is done under the same key; resumed (its folder
+    kept, e.g. pretraining checkpoints) when it started under the same key and did not finish; redone from an empty
+    folder when its key changed or nothing records what it was made from, with one line saying why.
+    """
+
+    def __init__(self, output_dir: str, force: bool):
+        self.output_dir, self.force = output_dir, force
+        self.key, self.previous = "", None
+        self.ran: list[str] = []
+        self.reused: list[str] = []
+
+    def run(self, name: str, inputs: dict, work, summary) -> dict:
+        """Runs `work(directory) -> figures` unless the stage is done under this key; prints the one-line summary."""
+        directory = os.path.join(self.output_dir, name)
+        record = {"inputs": inputs, "after": self.key, "after_stage": self.previous}
+        key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+        reason = "--force" if self.force and os.path.exists(directory) else self._changed(directory, record, key)
+        if reason:
+            _say(name, f"redoing it: {reason}")
+            shutil.rmtree(directory)
+        os.makedirs(directory, exist_ok=True)
+        self.key, self.previous = key, name
+        figures = _read_json(os.path.join(directory, DONE))
+        if figures is not None:
+            self.reused.append(name)
+            _say(name, f"complete, skipped ({summary(figures)}); --force redoes it")
+            return figures
+        write_lines(os.path.join(directory, STAGE), [json.dumps(dict(record, key=key), indent=2, sort_keys=True)])
+        started = time.time()
+        figures = dict(work(directory), seconds=round(time.time() - started, 1), key=key)
+        write_lines(os.path.join(directory, DONE), [json.dumps(figures, indent=2)])
+        self.ran.append(name)
+        _say(name, f"{summary(figures)} in {figures['seconds']:.0f} s")
         return figures
+
+    @staticmethod
+    def _changed(directory: str, record: dict, key: str) -> str | None:
+        """Why the stage's folder cannot be kept, or None when it can (empty, or made under `key`)."""
+        if not os.path.isdir(directory) or not os.listdir(directory):
+            return None
+        old = _read_json(os.path.join(directory, STAGE))
+        if old is None:
+            return "nothing records what it was made from (made by an earlier version?)"
+        if old.get("key") == key:
+            return None
+        before, now = old.get("inputs", {}), record["inputs"]
+        changed = [f"{k} {_shown(before.get(k))} -> {_shown(now.get(k))}" for k in sorted({*before, *now})
+                   if before.get(k) != now.get(k)]
+        if changed:
+            return ", ".join(changed)
+        return f"{record['after_stage']} changed"
+
+
+def _read_json(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def _say(stage: str, summary: str) -> None:
     print(f"[{stage}] {summary}", flush=True)
 
 
-def _run_stage(output_dir, name, force, work, summary):
-    """Runs `work(directory) -> figures` unless the stage is complete; prints the one-line summary."""
-    stage = _Stage(output_dir, name, force)
-    figures = stage.done()
-    if figures is not None:
-        _say(name, f"complete, skipped ({summary(figures)}); force=True / --force redoes it")
-        return figures
-    started = time.time()
-    figures = dict(work(stage.directory), seconds=round(time.time() - started, 1))
-    stage.finish(figures)
-    _say(name, f"{summary(figures)} in {figures['seconds']:.0f} s")
-    return figures
+def _noted(note: str) -> str:
+    return f"; {note}" if note else ""
+
+
+def heldout_note(count: int, what: str) -> str:
+    """"" when `count` held-out examples can give a figure meaning, else a note saying they cannot (fewer than
+    `MIN_HELDOUT`: a 95 % interval for an accuracy near 0.5 is then wider than +-0.1)."""
+    if count >= MIN_HELDOUT:
+        return ""
+    return f"only {count} held-out {what}, too few for the figure to mean anything (fewer than {MIN_HELDOUT})"
 
 
 def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptions = QuickstartOptions(),
@@ -224,12 +338,14 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
     from bert_tf.config import BertConfig
 
     o = options
+    inputs = stage_inputs(o, input_file)
     os.makedirs(output_dir, exist_ok=True)
+    stages = _Stages(output_dir, force)
     figures: dict = {}
     started = time.time()
     corpus_dir = os.path.join(output_dir, "corpus")
-    figures["corpus"] = _run_stage(
-        output_dir, "corpus", force, lambda d: build_corpus(d, input_file, int(o.corpus_mb * 1e6)),
+    figures["corpus"] = stages.run(
+        "corpus", inputs["corpus"], lambda d: build_corpus(d, input_file, int(o.corpus_mb * 1e6)),
         lambda f: f"{f['documents']} documents, {f['sentences']} sentences, {f['megabytes']} MB from {f['source']}")
     train_text, heldout_text = os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt")
     vocab_file = os.path.join(output_dir, "vocab", "vocab.txt")
@@ -239,7 +355,7 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
 
         return build_vocab([train_text], vocab_file, vocab_size=o.vocab_size)
 
-    figures["vocab"] = _run_stage(output_dir, "vocab", force, vocab,
+    figures["vocab"] = stages.run("vocab", inputs["vocab"], vocab,
                                   lambda f: f"{f['vocab_size']} word pieces from {f['words']} words")
 
     def records(directory):
@@ -253,9 +369,10 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         heldout = generate([heldout_text], [os.path.join(directory, "heldout", "heldout.tfrecord")], vocab_file,
                            dataclasses.replace(data, dupe_factor=1, random_seed=o.random_seed + 1), num_workers=1)
         return {"train_instances": train["instances"], "heldout_instances": heldout["instances"],
+                "heldout_masked": round(heldout["masked_fraction"] * heldout["tokens"]),
                 "heldout_eval_steps": max(1, -(-heldout["instances"] // 128))}  # every held-out instance once
 
-    figures["records"] = _run_stage(output_dir, "records", force, records,
+    figures["records"] = stages.run("records", inputs["records"], records,
                                     lambda f: f"{f['train_instances']} training and {f['heldout_instances']} "
                                               "held-out instances")
     config = BertConfig(vocab_size=figures["vocab"]["vocab_size"], hidden_size=o.hidden_size,
@@ -289,14 +406,18 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
                                                       max_eval_steps=figures["records"]["heldout_eval_steps"],
                                                       init_checkpoint=os.path.join(directory, "bert_model",
                                                                                    "bert_model.ckpt")))["eval"]
+        records_figures = figures["records"]
         return {"heldout_masked_lm_accuracy": heldout["masked_lm_accuracy"],
                 "heldout_next_sentence_accuracy": heldout["next_sentence_accuracy"],
-                "masked_lm_chance": 1 / config.vocab_size, "steps": o.num_train_steps}
+                "masked_lm_chance": 1 / config.vocab_size, "steps": o.num_train_steps,
+                "masked_lm_note": heldout_note(records_figures["heldout_masked"], "masked positions"),
+                "next_sentence_note": heldout_note(records_figures["heldout_instances"], "instances")}
 
-    figures["pretrain"] = _run_stage(
-        output_dir, "pretrain", force, pretrain,
+    figures["pretrain"] = stages.run(
+        "pretrain", inputs["pretrain"], pretrain,
         lambda f: f"{f['steps']} steps; held-out MLM accuracy {f['heldout_masked_lm_accuracy']:.3f} (chance "
-                  f"{f['masked_lm_chance']:.4f}), NSP accuracy {f['heldout_next_sentence_accuracy']:.3f} (chance 0.5)")
+                  f"{f['masked_lm_chance']:.4f}{_noted(f['masked_lm_note'])}), NSP accuracy "
+                  f"{f['heldout_next_sentence_accuracy']:.3f} (chance 0.5{_noted(f['next_sentence_note'])})")
     bert_model = os.path.join(output_dir, "pretrain", "bert_model")
     finetuned = os.path.join(output_dir, "finetune", "model")
 
@@ -308,9 +429,12 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         os.makedirs(data_dir, exist_ok=True)
         _write_tsv(os.path.join(data_dir, "train.tsv"), word_order_examples(read_documents(train_text),
                                                                               o.finetune_examples, o.random_seed))
-        _write_tsv(os.path.join(data_dir, "dev.tsv"), word_order_examples(read_documents(heldout_text),
-                                                                            max(200, o.finetune_examples // 8),
+        heldout_documents = read_documents(heldout_text)
+        dev_count = max(200, o.finetune_examples // 8)
+        _write_tsv(os.path.join(data_dir, "dev.tsv"), word_order_examples(heldout_documents, dev_count,
                                                                             o.random_seed + 1))
+        # the dev examples are drawn from the held-out sentences: no more distinct examples than those
+        distinct = min(dev_count, len(_order_sentences(heldout_documents)))
         tuning = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=o.max_seq_length, train_batch_size=32,
                                  learning_rates=(o.finetune_learning_rate,), num_train_epochs=o.finetune_epochs,
                                  init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"),
@@ -323,31 +447,45 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         finally:
             curve.bar.close()
         write_lines(os.path.join(directory, "history.json"), [json.dumps(curve.history)])
-        return {"heldout_accuracy": results["dev"]["accuracy"], "examples": o.finetune_examples, "steps": steps}
+        return {"heldout_accuracy": results["dev"]["accuracy"], "examples": o.finetune_examples, "steps": steps,
+                "heldout_sentences": distinct, "heldout_note": heldout_note(distinct, "sentences")}
 
-    figures["finetune"] = _run_stage(output_dir, "finetune", force, finetune,
+    figures["finetune"] = stages.run("finetune", inputs["finetune"], finetune,
                                      lambda f: f"word_order: held-out accuracy {f['heldout_accuracy']:.3f} "
-                                               "(chance 0.5)")
+                                               f"(chance 0.5{_noted(f['heldout_note'])})")
 
     def export(directory):
         from export.exporting import export as export_kind
 
-        classifier = export_kind("classifier", os.path.join(directory, "classifier", "1"), model_dir=finetuned)
-        export_kind("mlm", os.path.join(directory, "mlm", "1"), bert_config_file=os.path.join(bert_model,
-                                                                                             "bert_config.json"),
-                    init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"), vocab_file=vocab_file,
-                    seq_length=o.max_seq_length)
-        return {"ops": classifier["tensorflow_text"], "min_tf_serving": classifier["min_tensorflow_text_overall"]}
+        from export.ops import version
 
-    figures["export"] = _run_stage(output_dir, "export", force, export,
-                                   lambda f: f"classifier and mlm SavedModels; tf-text ops {', '.join(f['ops'])}: "
-                                             f"TF Serving >= {f['min_tf_serving']}")
-    figures["answers"] = _run_stage(output_dir, "answers", force,
-                                    lambda d: ask_saved_models(os.path.join(output_dir, "export")),
+        reports = [export_kind("classifier", os.path.join(directory, "classifier", "1"), model_dir=finetuned),
+                   export_kind("mlm", os.path.join(directory, "mlm", "1"),
+                               bert_config_file=os.path.join(bert_model, "bert_config.json"),
+                               init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"), vocab_file=vocab_file,
+                               seq_length=o.max_seq_length)]
+        servings = [report["min_serving"] for report in reports]
+        return {"ops": sorted({op for report in reports for op in report["tensorflow_text"]}),
+                "min_serving": None if None in servings else max(servings, key=version)}
+
+    figures["export"] = stages.run("export", inputs["export"], export,
+                                   lambda f: f"classifier and mlm SavedModels; tf-text ops {', '.join(f['ops'])}; "
+                                             + (f"TF Serving {f['min_serving']} and newer load them"
+                                                if f["min_serving"] else
+                                                "no TF Serving release listed in export/ops.py loads them"))
+
+    def answers(directory):
+        if input_file:
+            masked, order = heldout_questions(read_documents(heldout_text), vocab_file, o.random_seed)
+        else:
+            masked, order = [(text, None) for text in MASKED_EXAMPLES], [(text, None) for text in ORDER_EXAMPLES]
+        return ask_saved_models(os.path.join(output_dir, "export"), masked, order)
+
+    figures["answers"] = stages.run("answers", inputs["answers"], answers,
                                     lambda f: "answers from the SavedModels in a fresh process")
     print(format_answers(figures["answers"]))
     plots = plot_curves(output_dir)
-    write_report(output_dir, figures, plots, time.time() - started)
+    write_report(output_dir, figures, plots, time.time() - started, stages.ran, stages.reused)
     _say("report", f"{os.path.join(output_dir, 'report.md')}; plots in {os.path.join(output_dir, 'plots')}")
     return figures
 
@@ -385,40 +523,52 @@ import json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the ops TF Serving links)
 export, masked, sentences = json.loads(sys.argv[1])
-mlm = tf.saved_model.load(export + "/mlm/1").signatures["serving_default"]
-out = mlm(text=tf.constant(masked))
-fills = [[[(t.decode(), float(p)) for t, p in zip(tokens, probs)] for tokens, probs in zip(rows_t[:n], rows_p[:n])]
-         for rows_t, rows_p, n in zip(out["top_tokens"].numpy(), out["top_probabilities"].numpy(),
-                                       out["num_masks"].numpy())]
-classifier = tf.saved_model.load(export + "/classifier/1").signatures["serving_default"]
-out = classifier(text=tf.constant(sentences))
-decisions = [(label.decode(), probs.tolist()) for label, probs in zip(out["label"].numpy(),
-                                                                      out["probabilities"].numpy())]
+fills, decisions = [], []
+if masked:
+    mlm = tf.saved_model.load(export + "/mlm/1").signatures["serving_default"]
+    out = mlm(text=tf.constant(masked))
+    fills = [[[(t.decode(), float(p)) for t, p in zip(tokens, probs)] for tokens, probs in zip(rows_t[:n], rows_p[:n])]
+             for rows_t, rows_p, n in zip(out["top_tokens"].numpy(), out["top_probabilities"].numpy(),
+                                           out["num_masks"].numpy())]
+if sentences:
+    classifier = tf.saved_model.load(export + "/classifier/1").signatures["serving_default"]
+    out = classifier(text=tf.constant(sentences))
+    decisions = [(label.decode(), probs.tolist()) for label, probs in zip(out["label"].numpy(),
+                                                                          out["probabilities"].numpy())]
 print(json.dumps({"fill_ins": fills, "decisions": decisions, "modules": sorted(
     m for m in sys.modules if m.split(".")[0] in ("bert_tf", "export", "data_gen"))}))
 '''
 
 
-def ask_saved_models(export_dir: str) -> dict:
-    """Loads the exported SavedModels in a fresh Python that imports only tensorflow and tensorflow_text."""
+def ask_saved_models(export_dir: str, masked, order) -> dict:
+    """Loads the exported SavedModels in a fresh Python that imports only tensorflow and tensorflow_text and asks
+    them the `masked` [(text with [MASK], expected word or None)] and `order` [(sentence, expected label or None)]
+    questions."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-c", ASK, json.dumps([os.path.abspath(export_dir), list(MASKED_EXAMPLES),
-                                                                  list(ORDER_EXAMPLES)])],
+    masked_texts, sentences = [text for text, _ in masked], [text for text, _ in order]
+    out = subprocess.run([sys.executable, "-c", ASK, json.dumps([os.path.abspath(export_dir), masked_texts,
+                                                                  sentences])],
                          capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.abspath(export_dir)),
                          timeout=600)
     if out.returncode:
         raise RuntimeError(f"loading the SavedModels in a fresh process failed:\n{out.stderr[-3000:]}")
     answers = json.loads(out.stdout.strip().splitlines()[-1])
-    return dict(answers, masked=list(MASKED_EXAMPLES), sentences=list(ORDER_EXAMPLES))
+    return dict(answers, masked=masked_texts, sentences=sentences, masked_answers=[a for _, a in masked],
+                sentence_labels=[label for _, label in order])
 
 
 def format_answers(answers: dict) -> str:
     lines = ["Answers from the SavedModels (fresh process, only tensorflow + tensorflow_text imported):"]
-    for text, fills in zip(answers["masked"], answers["fill_ins"]):
+    expected = answers.get("masked_answers") or [None] * len(answers["masked"])
+    for text, fills, word in zip(answers["masked"], answers["fill_ins"], expected):
         shown = "; ".join(", ".join(f"{token} {p:.2f}" for token, p in mask[:3]) for mask in fills)
-        lines.append(f"  {text!r} -> [MASK] = {shown}")
-    for sentence, (label, probabilities) in zip(answers["sentences"], answers["decisions"]):
-        lines.append(f"  word order? {sentence!r} -> {label} (p = {max(probabilities):.2f})")
+        lines.append(f"  {text!r} -> [MASK] = {shown}" + (f" (held-out text: {word})" if word else ""))
+    labels = answers.get("sentence_labels") or [None] * len(answers["sentences"])
+    for sentence, (label, probabilities), truth in zip(answers["sentences"], answers["decisions"], labels):
+        lines.append(f"  word order? {sentence!r} -> {label} (p = {max(probabilities):.2f})"
+                     + (f" (it is {truth})" if truth else ""))
+    if not answers["masked"] and not answers["sentences"]:
+        lines.append("  (the held-out part has no sentence to ask about)")
     return "\n".join(lines)
 
 
@@ -479,19 +629,35 @@ def plot_curves(output_dir: str) -> list[str]:
     return written
 
 
-def write_report(output_dir: str, figures: dict, plots: list[str], seconds: float) -> str:
-    c, p, f = figures["corpus"], figures["pretrain"], figures["finetune"]
+def write_report(output_dir: str, figures: dict, plots: list[str], seconds: float, ran: list[str],
+                 reused: list[str]) -> str:
+    """`report.md`: the corpus, the held-out figures (each with its number of held-out examples, and a note where
+    that number is too small to mean anything), which stages ran in this run and which were reused, the answers."""
+    c, r, p, f = figures["corpus"], figures["records"], figures["pretrain"], figures["finetune"]
+    times = lambda names: ", ".join(f"{name} {figures[name]['seconds']:.0f} s" for name in names)  # noqa: E731
+    notes = [f"- {what}: {note}." for what, note in (("masked-LM accuracy", p.get("masked_lm_note")),
+                                                     ("next-sentence accuracy", p.get("next_sentence_note")),
+                                                     ("word_order accuracy", f.get("heldout_note"))) if note]
     lines = ["# bert-tf quickstart report", "",
              f"Corpus: {c['source']}: {c['documents']} documents, {c['sentences']} sentences, {c['megabytes']} MB "
              f"({c['heldout_documents']} documents held out). Vocabulary: {figures['vocab']['vocab_size']} word "
-             f"pieces. Pretraining instances: {figures['records']['train_instances']}.", "",
-             "| figure | value | chance |", "|---|---|---|",
-             f"| held-out masked-LM accuracy | {p['heldout_masked_lm_accuracy']:.3f} | {p['masked_lm_chance']:.4f} |",
-             f"| held-out next-sentence accuracy | {p['heldout_next_sentence_accuracy']:.3f} | 0.5 |",
-             f"| word_order fine-tuned held-out accuracy | {f['heldout_accuracy']:.3f} | 0.5 |", "",
-             "Stage times (s): " + ", ".join(f"{name} {figures[name]['seconds']:.0f}" for name in figures
-                                             if "seconds" in figures[name]) + f"; this run {seconds:.0f} s.", "",
-             "```", format_answers(figures["answers"]), "```", ""]
+             f"pieces. Pretraining instances: {r['train_instances']}.", "",
+             "| figure | value | chance | held-out examples |", "|---|---|---|---|",
+             f"| held-out masked-LM accuracy | {p['heldout_masked_lm_accuracy']:.3f} | {p['masked_lm_chance']:.4f} "
+             f"| {r['heldout_masked']} masked positions |",
+             f"| held-out next-sentence accuracy | {p['heldout_next_sentence_accuracy']:.3f} | 0.5 "
+             f"| {r['heldout_instances']} instances |",
+             f"| word_order fine-tuned held-out accuracy | {f['heldout_accuracy']:.3f} | 0.5 "
+             f"| {f['heldout_sentences']} sentences |", ""]
+    if notes:
+        lines += ["Too little held-out data:", *notes, ""]
+    if ran:
+        lines.append(f"Run now: {times(ran)} (this run {seconds:.0f} s in all).")
+    else:
+        lines.append(f"Nothing was redone: every stage was reused (this run {seconds:.0f} s, plots and report).")
+    if reused:
+        lines.append(f"Reused from an earlier run, with the times they took then: {times(reused)}.")
+    lines += ["", "```", format_answers(figures["answers"]), "```", ""]
     lines += [f"![{os.path.basename(path)}](plots/{os.path.basename(path)})" for path in plots]
     path = os.path.join(output_dir, "report.md")
     write_lines(path, lines)

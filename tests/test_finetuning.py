@@ -281,7 +281,6 @@ def test_xnli_reads_the_originals_format(tmp_path):
         get_task("xnli").examples(str(tmp_path), "dev")
 
 
-
 def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     """A run that only evaluates the model fine-tuned earlier in its output_dir writes that model's step (a
     reloaded model carries no optimizer step), and a fresh head on the pretrained weights writes 0."""

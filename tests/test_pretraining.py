@@ -661,7 +661,6 @@ def test_jit_compiled_training_step_matches_the_plain_one(data, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)  # XLA fuses and reorders float sums
 
 
-
 def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, tmp_path):
     """eval_results.txt's global_step is the trained step also when nothing is trained in the evaluating run:
     from the run's own checkpoint, and from the released-layout bert_model.ckpt (which carries the original's

@@ -4,7 +4,9 @@
 
 Builds a vocabulary, pretraining records, pretrains a small BERT, fine-tunes it on a task derived from the corpus,
 exports SavedModels and asks them questions from a fresh process; writes plots and `report.md`. See
-`bert_tf.quickstart` for the stages. Re-running skips complete stages; `--force` redoes them.
+`bert_tf.quickstart` for the stages. Re-running in the same --output_dir reuses each stage whose inputs (the
+corpus's content, the flags that change its output, the stages before it) are unchanged and redoes the others,
+saying why; `--force` redoes them all.
 """
 
 import dataclasses
@@ -15,8 +17,8 @@ from bert_tf.quickstart import QuickstartOptions
 
 flags.DEFINE_string("output_dir", "runs/quickstart", "Where every stage writes its outputs.")
 flags.DEFINE_string("input_file", None, "Your corpus instead of the built-in one: one sentence per line, a blank line "
-                    "between documents.")
-flags.DEFINE_bool("force", False, "Redo every stage, even complete ones.")
+                    "between documents; every 20th document is held out for the figures and the demo questions.")
+flags.DEFINE_bool("force", False, "Redo every stage, even those complete for the same inputs.")
 for _field in dataclasses.fields(QuickstartOptions):
     _define = {int: flags.DEFINE_integer, float: flags.DEFINE_float}[type(_field.default)]
     _define(_field.name, _field.default, f"Size/setting of the run (default {_field.default}).")
@@ -34,6 +36,9 @@ def main(argv):
 
     options = QuickstartOptions(**{field.name: getattr(f, field.name)
                                    for field in dataclasses.fields(QuickstartOptions)})
+    if f.input_file and f["corpus_mb"].present:
+        fail("bert_tf_quickstart", ValueError(f"--corpus_mb sizes the built-in corpus; with --input_file="
+                                              f"{f.input_file} the whole file is used: drop --corpus_mb"))
     try:
         run_quickstart(f.output_dir, options, input_file=f.input_file, force=f.force)
     except USER_ERRORS + (ValueError,) as e:
