@@ -242,6 +242,9 @@ class BertConfig:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"{value!r} is neither a config file (no such file) nor a BERT preset; {hint}pass the "
                               f"path of a bert_config.json or one of {', '.join(cls.preset_names())}")
+        if not os.path.exists(value):
+            raise ConfigError(f"{value}: config file not found; pass the path of a bert_config.json or a preset name "
+                              "(base, large, tiny, mini, small, medium, L{layers}_H{hidden})")
         return cls.from_json_file(value)
 
     def to_dict(self) -> dict[str, Any]:
