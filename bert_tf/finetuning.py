@@ -279,7 +279,7 @@ def _save(model, task, config, vocab_file, output_dir, options, learning_rate, s
     info = {"task": task.name, "kind": task.kind, "labels": list(task.labels), "max_seq_length":
             options.max_seq_length, "do_lower_case": options.do_lower_case, "learning_rate": learning_rate,
             "seed": seed, "num_train_epochs": options.num_train_epochs,
-            "global_step": int(model.optimizer.iterations), **(extra or {})}
+            "global_step": _steps_trained(model), **(extra or {})}
     write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
 
 
@@ -413,12 +413,18 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     return results
 
 
+def _steps_trained(model) -> int:
+    """The updates `model` has had here: its optimizer's count, 0 for a model never compiled."""
+    optimizer = getattr(model, "optimizer", None)
+    return int(optimizer.iterations) if optimizer is not None else 0
+
+
 def _global_step(model, output_dir, trained: bool) -> dict:
     """{"global_step": steps} for eval_results.txt: the steps this run trained; for evaluation alone those of the
     fine-tuned model in `output_dir` (from its task.json: the reloaded model carries no optimizer step), or 0 for a
     fresh head on `init_checkpoint`. Empty when a saved model does not record them (saved by an earlier version)."""
     if trained:
-        return {"global_step": int(model.optimizer.iterations)}
+        return {"global_step": _steps_trained(model)}
     if not os.path.exists(os.path.join(output_dir, MODEL_FILE)):
         return {"global_step": 0}
     with open(os.path.join(output_dir, TASK_FILE), encoding="utf-8") as f:
