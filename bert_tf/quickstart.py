@@ -77,10 +77,10 @@ class QuickstartOptions:
     num_attention_heads: int = 2
     train_batch_size: int = 64
     num_train_steps: int = 1500
-    learning_rate: float = 1e-3
+    learning_rate: float = 5e-4  # for the original optimizer (no bias correction: larger early steps than AdamW)
     finetune_examples: int = 4000
     finetune_epochs: float = 3.0
-    finetune_learning_rate: float = 1e-3
+    finetune_learning_rate: float = 3e-4
     random_seed: int = 12345
     num_workers: int = 2
 

@@ -112,8 +112,8 @@ module, name = "{options}".split(":")
 cls = getattr(importlib.import_module(module), name)
 for argv in ([], ["--optimizer=adamw", "--weight_decay=0.02"]):
     flags.FLAGS.unparse_flags()
-    flags.FLAGS(["prog", "--bert_config_file=c", "--input_file=i", "--vocab_file=v", "--output_dir=o", "--task_name=mrpc", *argv],
-                known_only=True)
+    required = ["--bert_config_file=c", "--input_file=i", "--vocab_file=v", "--output_dir=o", "--task_name=mrpc"]
+    flags.FLAGS(["prog", *required, *argv], known_only=True)
     o = options_from_flags(flags.FLAGS, cls)
     print(o.optimizer, o.weight_decay)
 """
