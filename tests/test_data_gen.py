@@ -478,7 +478,8 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
     shard, finished or temporary; one of the workers may have been waiting for the other's turn) and said so in one
     line; after kill -9 only temporary shards are left, never one that looks complete."""
     big = tmp_path / "big.txt"
-    big.write_text((open(corpus, encoding="utf-8").read() + "\n\n") * 20, encoding="utf-8")
+    # long enough that the run is still going when the signal lands, also on a fast idle machine
+    big.write_text((open(corpus, encoding="utf-8").read() + "\n\n") * 400, encoding="utf-8")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={big}", f"--output_file={out}/",
            "--num_output_shards=2", f"--vocab_file={vocab_file}", "--num_workers=2", "--window_size=50",
