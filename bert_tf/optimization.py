@@ -12,7 +12,7 @@ Three optimizers:
   of steps, i.e. for a whole GLUE fine-tuning run.
 - "lamb": Keras's LAMB (You et al., 2019), for large batches; its weight decay is outside the trust ratio.
 
-Added to Keras, nothing else:
+Beyond these, three things are added to Keras:
 
 - the schedule (`LinearWarmup` in front of Keras's `PolynomialDecay`), with the original's step arithmetic;
 - replica-correct clipping and skipping (`_ReplicaAware`): Keras clips each replica's share of the gradient before
