@@ -17,6 +17,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import staging
 from bert_tf.config import BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
                             BertTokenClassifier)
@@ -338,7 +339,10 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise CheckpointError(f"{directory}: exists and is not a directory; an HF model is a directory")
     os.makedirs(os.path.dirname(directory), exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=f".{os.path.basename(directory)}.tmp-")
+    staging.remove_stale(directory)  # what killed writers of this directory left
+    tmp = staging.staging_name(directory)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
     try:
         save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         if vocab_file:

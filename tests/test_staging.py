@@ -128,3 +128,16 @@ def test_an_unfinished_checkpoint_save_is_removed_by_the_next_run(tiny_config, t
     training.train(model, tf.distribute.get_strategy(), dataset_fn, str(tmp_path), num_train_steps=2,
                    global_batch_size=2, steps_per_loop=2, save_checkpoints_steps=2)
     assert not temp.exists() and tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+
+
+def test_a_killed_hf_conversion_is_removed_by_the_next_one_into_that_directory(tiny_config, tmp_path):
+    """checkpoints.save_hf stages in `<dir>.tmp-<pid>` like an export, so a killed convert_checkpoint's leftovers
+    are removed by the next write of the same directory."""
+    from bert_tf import BertEncoder, checkpoints
+
+    dead = _dead_pid()
+    (tmp_path / f"hf.tmp-{dead}").mkdir()
+    (tmp_path / f"hf.tmp-{dead}" / "model.safetensors").write_bytes(b"half")
+    checkpoints.save_hf(BertEncoder(tiny_config), str(tmp_path / "hf"))
+    assert sorted(os.listdir(tmp_path)) == ["hf"]
+    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
