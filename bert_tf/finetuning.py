@@ -283,6 +283,15 @@ def _save(model, task, config, vocab_file, output_dir, options, learning_rate, s
     write_lines(os.path.join(output_dir, TASK_FILE), [json.dumps(info, indent=2, sort_keys=True)])
 
 
+def saved_task_info(directory: str) -> dict | None:
+    """The task.json that `_save` wrote in `directory`, or None where there is none."""
+    path = os.path.join(directory, TASK_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def load_finetuned(directory: str):
     """The model saved by `run_classifier` in `directory`."""
     import keras
@@ -427,8 +436,7 @@ def _global_step(model, output_dir, trained: bool) -> dict:
         return {"global_step": _steps_trained(model)}
     if not os.path.exists(os.path.join(output_dir, MODEL_FILE)):
         return {"global_step": 0}
-    with open(os.path.join(output_dir, TASK_FILE), encoding="utf-8") as f:
-        step = json.load(f).get("global_step")
+    step = (saved_task_info(output_dir) or {}).get("global_step")
     return {} if step is None else {"global_step": step}
 
 
@@ -452,13 +460,8 @@ def squad_task(version_2: bool):
 
 
 def _saved_threshold(directory):
-    path = os.path.join(directory, TASK_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f).get("null_score_diff_threshold")
-        if value is not None:
-            return float(value)
-    return 0.0
+    value = (saved_task_info(directory) or {}).get("null_score_diff_threshold")
+    return 0.0 if value is None else float(value)
 
 
 def _write_json(path, data):
@@ -489,9 +492,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
     if train is not None:
         tags = ner.tag_set(train)
-    elif os.path.exists(os.path.join(output_dir, TASK_FILE)):
-        with open(os.path.join(output_dir, TASK_FILE), encoding="utf-8") as f:
-            tags = json.load(f)["labels"]
+    elif saved_task_info(output_dir) is not None:
+        tags = saved_task_info(output_dir)["labels"]
     else:
         raise DataError(f"{output_dir}: no fine-tuned tagger here (task.json); train one with --do_train")
     splits = {"dev": options.do_eval, "test": options.do_predict}
