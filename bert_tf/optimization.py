@@ -172,8 +172,7 @@ class OriginalAdamW(AdamW):
     Per variable, with `g` the clipped gradient and `lr` the scheduled rate, op for op as the original:
     `m = β1 m + (1 - β1) g`, `v = β2 v + (1 - β2) g²`, `param -= lr * (m / (sqrt(v) + ε) + weight_decay * param)`,
     the decay left out for LayerNorm and bias variables. Not `ResourceApplyAdam`: it computes `1 - β2` in the
-    variable's precision, which in float32 is 1.3e-5 off the original's constant `1 - 0.999`, and scales the early
-    updates by up to 6.4e-6.
+    variable's precision, which in float32 is 1.3e-5 off the original's constant `1 - 0.999` (docs/training.md).
     """
 
     kind = "original_adamw"
