@@ -21,7 +21,7 @@ CONFIG = {"vocab_size": None, "hidden_size": 64, "num_hidden_layers": 2, "num_at
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def data(tmp_path_factory):
     """Records from real English text (docstrings of installed packages) with a small vocabulary: every
     character, its ## continuation and the 400 commonest words, so a tiny model learns in a few hundred steps."""
