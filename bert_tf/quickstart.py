@@ -283,7 +283,12 @@ class _Stages:
             return figures
         write_lines(os.path.join(directory, STAGE), [json.dumps(dict(record, key=key), indent=2, sort_keys=True)])
         started = time.time()
-        figures = dict(work(directory), seconds=round(time.time() - started, 1), key=key)
+        try:
+            figures = dict(work(directory), seconds=round(time.time() - started, 1), key=key)
+        except BaseException:
+            if os.listdir(directory) == [STAGE]:  # failed before writing anything: as if it had not started
+                os.remove(os.path.join(directory, STAGE))
+            raise
         write_lines(os.path.join(directory, DONE), [json.dumps(figures, indent=2)])
         self.ran.append(name)
         _say(name, f"{summary(figures)} in {figures['seconds']:.0f} s")

@@ -108,3 +108,54 @@ def remove_stale_checkpoint_temps(directory: str, prefix: str) -> list[str]:
     for path in removed:
         shutil.rmtree(path, ignore_errors=True)
     return removed
+
+
+def output_problem(path: str, directory: bool | None = None) -> str | None:
+    """Why `path` cannot be written, or None when nothing on disk stands in the way: a regular file where one of its
+    parent directories must go, a file where a directory is wanted (`directory=True`) or the reverse
+    (`directory=False`; None: either will do), or a directory this process may not write in. Paths of other
+    filesystems (`gs://...`) are not checked."""
+    if "://" in path:
+        return None
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        if directory and not os.path.isdir(path):
+            return f"{path} is a file, not a directory"
+        if directory is False and os.path.isdir(path):
+            return f"{path} is a directory, not a file"
+        where = path if os.path.isdir(path) else os.path.dirname(path)
+    else:
+        where = os.path.dirname(path)
+        while not os.path.exists(where):
+            where = os.path.dirname(where)
+        if not os.path.isdir(where):
+            return f"{where} is a file, not a directory, so {path} cannot be created"
+    if not os.access(where, os.W_OK | os.X_OK):
+        return f"no permission to write in {where}"
+    return None
+
+
+def first_missing(path: str) -> str | None:
+    """The outermost of `path` and its parents that does not exist (what writing `path` would create), or None."""
+    if "://" in path:
+        return None
+    path, missing = os.path.abspath(path), None
+    while not os.path.lexists(path):
+        path, missing = os.path.dirname(path), path
+    return missing
+
+
+def remove_if_empty(directory: str) -> bool:
+    """Removes `directory` if it holds nothing but (empty) directories; returns whether it did. Never deletes a
+    file: for undoing the directories a run created before it failed."""
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return False
+    tree = list(os.walk(directory, topdown=False))
+    if any(files or any(os.path.islink(os.path.join(top, d)) for d in dirs) for top, dirs, files in tree):
+        return False
+    try:
+        for top, _, _ in tree:
+            os.rmdir(top)
+    except OSError:
+        return False
+    return True

@@ -137,7 +137,6 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         model.optimizer.build(model.trainable_variables)
-    logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     # The optimizers' slots look alike (AdamW's and the original's have the same two moments), so the checkpoint
     # names the optimizer that wrote it, and resuming with another one is refused instead of silently mixing them.
@@ -166,6 +165,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
                 done * max(1, context.num_replicas_in_sync // context.num_input_pipelines))))
     elif init_checkpoint:
         restore_weights(model, init_checkpoint)
+    logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)  # after the checks of what it starts from
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
     directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")
     for stale in staging.remove_stale_checkpoint_temps(directory, CHECKPOINT_NAME):

@@ -3,8 +3,9 @@
   python -m data_gen.build_vocab --input_file=corpus/*.txt --output_file=vocab.txt --vocab_size=30522
 """
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from bert_tf.cli import FILE, fail, start
 from bert_tf.tokenization import VocabError
 from data_gen.documents import CorpusError
 from data_gen.vocab import build_vocab
@@ -24,14 +25,14 @@ def main(argv):
     try:
         summary = build_vocab(f.input_file, f.output_file, f.vocab_size, f.do_lower_case, f.num_unused, f.min_count)
     except (CorpusError, VocabError, ValueError) as e:
-        raise SystemExit(f"build_vocab: error: {e}") from None
+        fail(e)
     logging.info("counted %d words (%d distinct) in %d file(s)", summary["words"], summary["distinct_words"],
                  summary["files"])
     print(f"build_vocab: wrote {summary['vocab_size']} tokens to {f.output_file}")
 
 
 def run():
-    app.run(main)
+    start(main, "build_vocab", {"output_file": FILE})
 
 
 if __name__ == "__main__":

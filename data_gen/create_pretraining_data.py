@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from absl import app, flags
+from absl import flags
 
 # TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
 # they must start without TensorFlow (seconds and ~700 MB each).
@@ -39,6 +39,7 @@ flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 def main(argv):
     del argv
+    from bert_tf.cli import fail
     from bert_tf.tokenization import VocabError
     from data_gen.documents import CorpusError
     from data_gen.generate import Options, Terminated, generate, output_paths
@@ -50,7 +51,7 @@ def main(argv):
         meta = generate(f.input_file, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
                         num_workers=f.num_workers, gzip=f.gzip)
     except (CorpusError, VocabError, ValueError) as e:
-        raise SystemExit(f"create_pretraining_data: error: {e}") from None
+        fail(e)
     except (Terminated, KeyboardInterrupt) as e:  # `generate` has shut its workers down and removed its files
         signum = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
         print(f"create_pretraining_data: stopped by {signum.name}; no shard written, and the directory's earlier "
@@ -67,7 +68,9 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    from bert_tf.cli import PATHS, start
+
+    start(main, "create_pretraining_data", {"output_file": PATHS})
 
 
 if __name__ == "__main__":

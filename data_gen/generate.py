@@ -151,9 +151,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             writer.appender.fail()
             runs.close()  # the workers are shut down: nothing appends after this
             writer.abort()
+            bar.close(erase=True)  # the error is the last word
             raise
-        finally:
-            bar.close()
+        bar.close()
     elapsed = time.time() - started
     logging.info("wrote %d instances in %.1f s (%.0f instances/s, %.2f MB/s of text)", totals["instances"], elapsed,
                  totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)
@@ -228,6 +228,7 @@ class _progress:
             self.bar.set_postfix(instances=totals.get("instances", 0),
                                  MBps=f"{totals.get('bytes', 0) / 1e6 / max(elapsed, 1e-9):.2f}")
 
-    def close(self):
+    def close(self, erase=False):
         if self.bar is not None:
+            self.bar.leave = not erase
             self.bar.close()

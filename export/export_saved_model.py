@@ -14,7 +14,7 @@ until then); its op audit (the first TensorFlow and tensorflow-text releases eac
 Serving release that loads it) is printed and saved in `assets.extra/ops.json`.
 """
 
-from absl import app, flags
+from absl import flags
 
 from export.exporting import KINDS, export
 
@@ -50,18 +50,18 @@ def main(argv):
     from bert_tf.cli import USER_ERRORS, fail
 
     if not f.kind or not f.export_dir:
-        fail("export_saved_model", ValueError("--kind and --export_dir are required"))
+        fail("--kind and --export_dir are required")
     unread = sorted(name for name in set().union(*READS.values()) - READS[f.kind] if f[name].present)
     if unread:
-        fail("export_saved_model", ValueError(f"--kind={f.kind} does not read {', '.join('--' + n for n in unread)} "
-                                              "(see --helpfull for what each kind takes); drop it"))
+        fail(f"--kind={f.kind} does not read {', '.join('--' + n for n in unread)} (see --helpfull for what each "
+             "kind takes); drop it")
     try:
         report = export(f.kind, f.export_dir, model_dir=f.model_dir, vocab_file=f.vocab_file,
                         do_lower_case=f.do_lower_case, seq_length=f.seq_length, bert_config_file=f.bert_config_file,
                         init_checkpoint=f.init_checkpoint, doc_stride=f.doc_stride, top_k=f.top_k,
                         serving_tf_text=f.serving_tf_text, serving_version=f.serving_version)
     except USER_ERRORS + (ValueError,) as e:
-        fail("export_saved_model", e)
+        fail(e)
     needs = report["min_tensorflow_text"]
     print(f"export_saved_model: wrote {f.export_dir}; ops beyond core TensorFlow: "
           + (", ".join(f"{op} (tensorflow-text >= {v})" for op, v in sorted(needs.items())) or "none")
@@ -73,7 +73,9 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    from bert_tf.cli import DIRECTORY, start
+
+    start(main, "export_saved_model", {"export_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

@@ -141,3 +141,33 @@ def test_a_killed_hf_conversion_is_removed_by_the_next_one_into_that_directory(t
     checkpoints.save_hf(BertEncoder(tiny_config), str(tmp_path / "hf"))
     assert sorted(os.listdir(tmp_path)) == ["hf"]
     assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
+
+
+def test_output_problem_names_what_stands_in_the_way(tmp_path):
+    from bert_tf.staging import output_problem
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    assert output_problem(str(tmp_path / "new" / "deeper")) is None
+    assert output_problem(str(tmp_path / "adir"), directory=True) is None
+    assert output_problem(str(tmp_path / "afile"), directory=False) is None
+    assert output_problem(str(tmp_path / "afile" / "x" / "y")) == \
+        f"{tmp_path / 'afile'} is a file, not a directory, so {tmp_path / 'afile' / 'x' / 'y'} cannot be created"
+    assert output_problem(str(tmp_path / "afile"), directory=True) == f"{tmp_path / 'afile'} is a file, not a directory"
+    assert output_problem(str(tmp_path / "adir"), directory=False) == f"{tmp_path / 'adir'} is a directory, not a file"
+    assert output_problem("gs://bucket/afile/x") is None  # other filesystems are not looked at
+
+
+def test_remove_if_empty_undoes_created_directories_and_never_a_file(tmp_path):
+    from bert_tf.staging import first_missing, remove_if_empty
+
+    target = tmp_path / "run" / "a" / "b"
+    assert first_missing(str(target)) == str(tmp_path / "run")
+    assert first_missing(str(tmp_path)) is None
+    (target / "c").mkdir(parents=True)
+    (tmp_path / "run" / "a" / "kept.txt").write_text("written")
+    assert not remove_if_empty(str(tmp_path / "run"))  # a file anywhere inside: nothing removed
+    assert (target / "c").is_dir() and (tmp_path / "run" / "a" / "kept.txt").read_text() == "written"
+    (tmp_path / "run" / "a" / "kept.txt").unlink()
+    assert remove_if_empty(str(tmp_path / "run")) and not (tmp_path / "run").exists()
+    assert not remove_if_empty(str(tmp_path / "missing"))

@@ -1,8 +1,10 @@
 """absl entry points. Thin shells: parse flags, call library functions, turn library errors into one-line messages."""
 
 import os
+import re
 import sys
 
+from absl import app
 from absl import flags as absl_flags
 
 from bert_tf.checkpoints import CheckpointError
@@ -11,10 +13,102 @@ from bert_tf.config import ConfigError
 USER_ERRORS = (CheckpointError, ConfigError, FileNotFoundError)
 
 
-def fail(program: str, error: Exception) -> None:
+_program = None
+
+
+def program() -> str:
+    """The running command's name: the one its entry point gave `start` (so that run_swag's errors say run_swag
+    although run_classifier's code runs), else the script's file name."""
+    return _program or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+
+
+def fail(error) -> None:
     """Exit with status 1 and one line on stderr: the program, then what is wrong and what to do."""
-    print(f"{program}: error: {error}", file=sys.stderr)
+    print(f"{program()}: error: {error}", file=sys.stderr)
     sys.exit(1)
+
+
+# What an output flag names: a directory, a file, either one (the command tells by the name), or a comma list of
+# either.
+DIRECTORY, FILE, PATH, PATHS = "directory", "file", "path", "paths"
+
+
+def start(main, name: str, outputs: dict) -> None:
+    """Runs `main` with absl's `app.run` as the command `name`, every failure a user can cause reported as one line
+    by `fail`: a flag that does not parse or a required one missing; an output flag (`outputs`: flag name ->
+    DIRECTORY, FILE, PATH or PATHS) naming a path that cannot be written, before any work; an OSError on a file, or
+    TensorFlow's refusal to create or write an output, met later. A run that fails removes the directories it
+    created for its outputs as long as they hold no file; an output directory that existed before is not touched."""
+    global _program
+    _program = name
+    app.run(lambda argv: _run_writing(main, argv, outputs), flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, its errors (a bad value, an unknown flag, required flags missing) as one line."""
+    try:
+        return absl_flags.FLAGS(argv)
+    except absl_flags.Error as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        missing = [m.group(1) for m in (re.fullmatch(r"flag --(\w+)=None: Flag --\1 must have a value other than "
+                                                     r"None\.", line) for line in lines) if m]
+        if missing and len(missing) == len(lines):
+            message = f"{', '.join('--' + name for name in missing)} {'is' if len(missing) == 1 else 'are'} required"
+        else:
+            message = "; ".join(lines)
+        fail(f"{message} (--helpshort lists the flags)")
+
+
+def _run_writing(main, argv, outputs: dict):
+    """`main(argv)` after checking the output paths, undoing the directories it made if it fails (see `start`)."""
+    from bert_tf import staging
+
+    paths = []
+    for flag, kind in outputs.items():
+        value = absl_flags.FLAGS[flag].value or ""
+        for path in filter(None, (p.strip() for p in (value.split(",") if kind == PATHS else [value]))):
+            problem = staging.output_problem(path, {DIRECTORY: True, FILE: False}.get(kind))
+            if problem:
+                fail(f"--{flag}={value}: {problem}; give another --{flag}")
+            paths.append((flag, value, path))
+    created = {staging.first_missing(path) for _, _, path in paths} - {None}
+    try:
+        return main(argv)
+    except BaseException as e:
+        if not (isinstance(e, SystemExit) and not e.code):
+            for directory in created:
+                staging.remove_if_empty(directory)
+        message = None if isinstance(e, SystemExit) else _file_error(e, paths)
+        if message is None:
+            raise
+        fail(message)
+
+
+def _file_error(error: BaseException, paths: list) -> str | None:
+    """The one line for an OSError on a file, or TensorFlow's refusal to create or write one of `paths`; None for
+    anything else."""
+    import tensorflow as tf
+
+    if isinstance(error, OSError) and error.filename:
+        where = os.path.abspath(os.fsdecode(error.filename))
+        text = f"{error.filename}{f' -> {error.filename2}' if error.filename2 else ''}: {error.strerror}"
+    elif isinstance(error, (tf.errors.FailedPreconditionError, tf.errors.PermissionDeniedError,
+                            tf.errors.AlreadyExistsError)):
+        where, text = None, error.message.splitlines()[0]
+    else:
+        return None
+    for flag, value, path in paths:
+        path = os.path.abspath(path)
+        if where is not None:
+            concerned = os.path.commonpath([where, path]) in (where, path)  # the output, in it or above it
+        else:
+            parents = [path]
+            while os.path.dirname(parents[-1]) != parents[-1]:
+                parents.append(os.path.dirname(parents[-1]))
+            concerned = any(parent in text for parent in parents[:-1])  # not the root
+        if concerned:
+            return f"cannot write --{flag}={value}: {text}; give another --{flag}"
+    return text if where is not None else None
 
 
 def define_distribution_flags(training_loop: bool = True, flag_values=None) -> None:
@@ -69,8 +163,7 @@ def strategy_from_flags(f):
 
     for name in f:
         if isinstance(f[name], _NotYetFlag) and f[name].present:
-            program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
-            raise ValueError(f"--{name} is not supported by {program} yet: {f[name].why}; drop the flag")
+            raise ValueError(f"--{name} is not supported by {program()} yet: {f[name].why}; drop the flag")
     tpu = f.tpu
     if f.use_tpu:
         named = [value for value in (f.tpu, f.tpu_name, f.master) if value]

@@ -10,10 +10,10 @@ import os
 import re
 import shutil
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import checkpoints
-from bert_tf.cli import USER_ERRORS, fail
+from bert_tf.cli import PATH, USER_ERRORS, fail, start
 
 flags.DEFINE_string("input", None, "Original checkpoint prefix (or its directory), or an HF directory with "
                             "config.json + model.safetensors.")
@@ -100,12 +100,12 @@ def main(argv):
     try:
         fmt, out = convert(f.input, f.output, f.input_format, f.bert_config_file, f.model, f.vocab_file)
     except USER_ERRORS + (ValueError,) as e:
-        fail("convert_checkpoint", e)
+        fail(e)
     print(f"convert_checkpoint: wrote {out} ({FORMATS[fmt]})")
 
 
 def run():
-    app.run(main)
+    start(main, "convert_checkpoint", {"output": PATH})
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ Input: one text per line, or `text_a ||| text_b`. Output: one JSON object per li
 each requested layer. In Python, `bert_tf.tasks.features.combine_layers` gives the paper's feature-based variants.
 """
 
-from absl import app, flags
+from absl import flags
 
-from bert_tf.cli import USER_ERRORS, fail
+from bert_tf.cli import FILE, USER_ERRORS, fail, start
 
 flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
 flags.DEFINE_string("output_file", None, "JSONL output.")
@@ -35,19 +35,23 @@ def main(argv):
     from bert_tf.training import restore_weights
 
     try:
-        layers = [int(x) for x in f.layers.split(",")]
+        try:
+            layers = [int(x) for x in f.layers.split(",")]
+        except ValueError:
+            raise ValueError(f"--layers={f.layers}: not a comma-separated list of layer numbers (e.g. "
+                             "-1,-2,-3,-4)") from None
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
         encoder = BertEncoder(BertConfig.from_json_file(f.bert_config_file))
         restore_weights(encoder, f.init_checkpoint)
         count = extract(encoder, tokenizer, pairs, f.output_file, layers, f.max_seq_length, f.batch_size)
     except USER_ERRORS + (DataError, VocabError, ValueError) as e:
-        fail("extract_features", e)
+        fail(e)
     print(f"extract_features: wrote {count} line(s) to {f.output_file}")
 
 
 def run():
-    app.run(main)
+    start(main, "extract_features", {"output_file": FILE})
 
 
 if __name__ == "__main__":

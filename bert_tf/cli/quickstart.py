@@ -11,7 +11,7 @@ saying why; `--force` redoes them all.
 
 import dataclasses
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf.quickstart import QuickstartOptions
 
@@ -37,16 +37,18 @@ def main(argv):
     options = QuickstartOptions(**{field.name: getattr(f, field.name)
                                    for field in dataclasses.fields(QuickstartOptions)})
     if f.input_file and f["corpus_mb"].present:
-        fail("bert_tf_quickstart", ValueError(f"--corpus_mb sizes the built-in corpus; with --input_file="
-                                              f"{f.input_file} the whole file is used: drop --corpus_mb"))
+        fail(f"--corpus_mb sizes the built-in corpus; with --input_file={f.input_file} the whole file is used: "
+             "drop --corpus_mb")
     try:
         run_quickstart(f.output_dir, options, input_file=f.input_file, force=f.force)
     except USER_ERRORS + (ValueError,) as e:
-        fail("bert_tf_quickstart", e)
+        fail(e)
 
 
 def run():
-    app.run(main)
+    from bert_tf.cli import DIRECTORY, start
+
+    start(main, "bert_tf_quickstart", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

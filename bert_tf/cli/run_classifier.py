@@ -10,10 +10,11 @@ Data: the GLUE TSV files in --data_dir, or --tfds_name=glue/mrpc (already prepar
 --learning_rate values (and --num_restarts) train one model each and keep the best on dev.
 """
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import USER_ERRORS, define_finetuning_flags, fail, options_from_flags, strategy_from_flags
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, program, start,
+                         strategy_from_flags)
 
 flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, xnli[-lang], "
                     "swag.")
@@ -38,14 +39,14 @@ def main(argv):
         results = run_classifier(task, config, f.vocab_file, f.output_dir, options, data_dir=f.data_dir,
                                  tfds_name=f.tfds_name, strategy=strategy)
     except USER_ERRORS + (DataError, ValueError) as e:
-        fail("run_classifier", e)
+        fail(e)
     for key, value in results.items():
         if key != "grid":
-            print(f"run_classifier: {task.name} {key}: {value}")
+            print(f"{program()}: {task.name} {key}: {value}")
 
 
 def run():
-    app.run(main)
+    start(main, "run_classifier", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

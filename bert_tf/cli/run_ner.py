@@ -8,10 +8,11 @@
 --data_dir holds train.txt, valid.txt and test.txt (`word ... tag` per line, blank line between sentences).
 """
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import USER_ERRORS, define_finetuning_flags, fail, options_from_flags, strategy_from_flags
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, start,
+                         strategy_from_flags)
 
 flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test.txt; with --tfds_name: TFDS "
                     "data_dir.")
@@ -33,14 +34,14 @@ def main(argv):
         results = run_ner(BertConfig.from_json_file(f.bert_config_file), f.vocab_file, f.output_dir, options,
                           f.data_dir, strategy, tfds_name=f.tfds_name)
     except USER_ERRORS + (DataError, ValueError) as e:
-        fail("run_ner", e)
+        fail(e)
     for key in ("dev", "test"):
         if key in results:
             print(f"run_ner: {key}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(results[key].items())))
 
 
 def run():
-    app.run(main)
+    start(main, "run_ner", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

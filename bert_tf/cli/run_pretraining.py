@@ -11,11 +11,11 @@ Phase 2 of the paper's recipe (sequence length 512) is a second run initialised 
 A run restarted with the same --output_dir resumes from its last checkpoint (model, optimizer, step, input).
 """
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import (USER_ERRORS, define_distribution_flags, define_optimizer_flags, fail, options_from_flags,
-                         strategy_from_flags)
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_distribution_flags, define_optimizer_flags, fail,
+                         options_from_flags, start, strategy_from_flags)
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
                     "'base', 'large', 'tiny').")
@@ -63,7 +63,7 @@ def main(argv):
         config = BertConfig.from_preset_or_file(f.bert_config_file)
         results = run_pretraining(config, f.input_file, f.output_dir, options, strategy)
     except USER_ERRORS + (DataError, TrainingError, Preempted, ValueError) as e:
-        fail("run_pretraining", e)
+        fail(e)
     for section, figures in results.items():
         if isinstance(figures, dict):
             print(f"run_pretraining: {section}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
@@ -71,7 +71,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    start(main, "run_pretraining", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

@@ -10,10 +10,11 @@ With SQuAD 2.0 and answers in --predict_file, the no-answer threshold is searche
 (task.json) unless --null_score_diff_threshold is given.
 """
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import USER_ERRORS, define_finetuning_flags, fail, options_from_flags, strategy_from_flags
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, start,
+                         strategy_from_flags)
 
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON for predictions, e.g. dev-v1.1.json.")
@@ -47,13 +48,13 @@ def main(argv):
         results = run_squad(config, f.vocab_file, f.output_dir, options, f.train_file, f.predict_file, strategy,
                             tfds_name=f.tfds_name, tfds_data_dir=f.data_dir)
     except USER_ERRORS + (DataError, ValueError) as e:
-        fail("run_squad", e)
+        fail(e)
     if results.get("predict"):
         print("run_squad: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(results["predict"].items())))
 
 
 def run():
-    app.run(main)
+    start(main, "run_squad", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

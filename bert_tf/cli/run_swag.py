@@ -7,10 +7,10 @@
 --data_dir holds SWAG's train.csv, val.csv and test.csv.
 """
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import run_classifier
+from bert_tf.cli import DIRECTORY, run_classifier, start
 
 flags.adopt_module_key_flags(cli)  # --helpshort lists the flags run_swag takes
 flags.adopt_module_key_flags(run_classifier)
@@ -18,7 +18,7 @@ flags.adopt_module_key_flags(run_classifier)
 
 def run():
     flags.FLAGS.set_default("task_name", "swag")
-    app.run(run_classifier.main)
+    start(run_classifier.main, "run_swag", {"output_dir": DIRECTORY})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,320 @@
+"""Every command's failures as a user meets them: exit status 1, exactly one line on stderr that starts with the
+command's name, no traceback, and the output path exactly as it was before (absent if it was absent).
+
+`CASES` is the table: one row per bad command line, with an id. Each case gets its own directory (`{out}`) holding
+`afile` (a regular file, to put outputs under) and `existing/keep.txt` (an output directory that must survive a
+failed run untouched); the shared inputs are in `{in}` (see `inputs`). The whole case directory and the inputs are
+compared byte for byte before and after.
+
+Each case runs as a process of its own that executes the module as `__main__` the way `python -m` does (`runpy`),
+forked from one process that has already imported TensorFlow: a fresh `python -m` per case would pay the
+seconds-long import once per row, minutes for this table on two cores.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = {"bert_tf.cli.quickstart": "bert_tf_quickstart"}  # where the command's name is not the module's
+
+
+@dataclasses.dataclass
+class Case:
+    """`python -m module *args`, `{in}` and `{out}` in the arguments standing for the inputs and the case's own
+    directory; `expect`: a regular expression the error line must match after `<program>: error: `."""
+
+    id: str
+    module: str
+    args: list
+    expect: str
+
+    @property
+    def program(self):
+        return PROGRAMS.get(self.module, self.module.rsplit(".", 1)[-1])
+
+
+CPD, BV = "data_gen.create_pretraining_data", "data_gen.build_vocab"
+RP, RC, SWAG, NER, SQUAD = (f"bert_tf.cli.{m}" for m in ("run_pretraining", "run_classifier", "run_swag", "run_ner",
+                                                         "run_squad"))
+EF, CC, EX, QS = "bert_tf.cli.extract_features", "bert_tf.cli.convert_checkpoint", "export.export_saved_model", \
+    "bert_tf.cli.quickstart"
+GEN = ["--vocab_file={in}/vocab.txt", "--max_seq_length=32", "--max_predictions_per_seq=5"]
+MODEL = ["--bert_config_file={in}/bert_config.json", "--vocab_file={in}/vocab.txt"]
+WRONG = "--init_checkpoint={in}/wrong/bert_model.ckpt"  # hidden size 24, the config says 16
+PRE = ["--bert_config_file={in}/bert_config.json", "--input_file={in}/records/r.tfrecord", "--max_seq_length=32",
+       "--max_predictions_per_seq=5", "--train_batch_size=2", "--num_train_steps=1", "--num_warmup_steps=0"]
+GOOD = "--init_checkpoint={in}/good/bert_model.ckpt"
+TUNE = MODEL + [GOOD]
+SST = MODEL + ["--task_name=sst-2", "--data_dir={in}/glue", "--max_seq_length=16", "--train_batch_size=2"]
+FEAT = MODEL + ["--layers=-1", "--input_file={in}/lines.txt"]
+ENCODER = ["--kind=encoder", "--bert_config_file={in}/bert_config.json", GOOD]
+UNDER_FILE = "afile.* not a directory"
+SHAPE = "wrong/bert_model.ckpt.* has shape"
+
+CASES = [
+    # create_pretraining_data
+    Case("cpd-missing-flag", CPD, ["--input_file={in}/corpus.txt", "--output_file={out}/new/"], "--vocab_file"),
+    Case("cpd-no-input", CPD, GEN + ["--input_file={in}/missing.txt", "--output_file={out}/new/"], "missing.txt"),
+    Case("cpd-output-under-file", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/afile/new/"],
+         UNDER_FILE),
+    Case("cpd-empty-corpus", CPD, GEN + ["--input_file={in}/empty.txt", "--output_file={out}/new/"], "empty.txt"),
+    Case("cpd-empty-corpus-existing", CPD, GEN + ["--input_file={in}/empty.txt", "--output_file={out}/existing"],
+         "empty.txt"),
+    Case("cpd-bad-value", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
+                                      "--max_seq_length=long"], "--max_seq_length"),
+    Case("cpd-bad-prob", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
+                                     "--masked_lm_prob=1.5"], "masked_lm_prob"),
+    # build_vocab
+    Case("bv-missing-flag", BV, ["--input_file={in}/corpus.txt"], "--output_file"),
+    Case("bv-no-input", BV, ["--input_file={in}/missing.txt", "--output_file={out}/new/vocab.txt"], "missing.txt"),
+    Case("bv-output-under-file", BV, ["--input_file={in}/corpus.txt", "--output_file={out}/afile/vocab.txt"],
+         UNDER_FILE),
+    Case("bv-output-is-dir", BV, ["--input_file={in}/corpus.txt", "--output_file={out}/existing"], "existing"),
+    Case("bv-bad-value", BV, ["--input_file={in}/corpus.txt", "--output_file={out}/v.txt", "--vocab_size=big"],
+         "--vocab_size"),
+    # run_pretraining
+    Case("rp-missing-flag", RP, ["--bert_config_file={in}/bert_config.json", "--output_dir={out}/new"],
+         "--input_file"),
+    Case("rp-no-input", RP, ["--bert_config_file={in}/bert_config.json", "--input_file={in}/missing.tfrecord",
+                             "--output_dir={out}/new", "--do_train"], "missing.tfrecord"),
+    Case("rp-output-under-file", RP, PRE + ["--output_dir={out}/afile/run", "--do_train"], UNDER_FILE),
+    Case("rp-wrong-checkpoint", RP, PRE + [WRONG, "--output_dir={out}/new", "--do_train"], SHAPE),
+    Case("rp-wrong-checkpoint-existing", RP, PRE + [WRONG, "--output_dir={out}/existing", "--do_train"],
+         SHAPE),
+    Case("rp-bad-value", RP, PRE + ["--output_dir={out}/new", "--dtype=fp8"], "--dtype"),
+    # run_classifier
+    Case("rc-missing-flag", RC, TUNE + ["--output_dir={out}/new"], "--task_name"),
+    Case("rc-unknown-task", RC, TUNE + ["--task_name=nope", "--data_dir={in}/glue", "--output_dir={out}/new",
+                                        "--do_train"], "nope"),
+    Case("rc-no-data", RC, TUNE + ["--task_name=sst-2", "--data_dir={in}/missing", "--output_dir={out}/new",
+                                   "--do_train"], "missing"),
+    Case("rc-output-under-file", RC, SST + [GOOD, "--output_dir={out}/afile/run", "--do_train"], UNDER_FILE),
+    Case("rc-output-is-file", RC, SST + [GOOD, "--output_dir={out}/afile", "--do_train"], "afile"),
+    Case("rc-wrong-checkpoint", RC, SST + [WRONG, "--output_dir={out}/new", "--do_train"], SHAPE),
+    Case("rc-wrong-checkpoint-existing", RC, SST + [WRONG, "--output_dir={out}/existing", "--do_train"],
+         SHAPE),
+    # run_swag: run_classifier's code under its own name
+    Case("swag-output-under-file", SWAG, TUNE + ["--data_dir={in}/swag", "--output_dir={out}/afile/run",
+                                                 "--do_train"], UNDER_FILE),
+    Case("swag-no-data", SWAG, TUNE + ["--data_dir={in}/missing", "--output_dir={out}/new", "--do_train"],
+         "train.csv"),
+    Case("swag-bad-value", SWAG, TUNE + ["--data_dir={in}/swag", "--output_dir={out}/new",
+                                         "--train_batch_size=many"], "--train_batch_size"),
+    # run_ner
+    Case("ner-missing-flag", NER, ["--vocab_file={in}/vocab.txt", "--output_dir={out}/new"], "--bert_config_file"),
+    Case("ner-no-data", NER, TUNE + ["--data_dir={in}/missing", "--output_dir={out}/new", "--do_train"],
+         "train.txt"),
+    Case("ner-output-under-file", NER, TUNE + ["--data_dir={in}/ner", "--output_dir={out}/afile/run", "--do_train"],
+         UNDER_FILE),
+    Case("ner-wrong-checkpoint", NER, MODEL + ["--data_dir={in}/ner", WRONG, "--output_dir={out}/new", "--do_train",
+                                               "--max_seq_length=16"], SHAPE),
+    # run_squad
+    Case("squad-missing-flag", SQUAD, TUNE + ["--do_train"], "--output_dir"),
+    Case("squad-no-train-file", SQUAD, TUNE + ["--train_file={in}/missing.json", "--output_dir={out}/new",
+                                               "--do_train"], "missing.json"),
+    Case("squad-output-under-file", SQUAD, TUNE + ["--train_file={in}/squad.json", "--output_dir={out}/afile/run",
+                                                   "--do_train"], UNDER_FILE),
+    # extract_features
+    Case("ef-missing-flag", EF, MODEL + ["--input_file={in}/lines.txt", "--output_file={out}/f.jsonl"],
+         "--init_checkpoint"),
+    Case("ef-no-input", EF, MODEL + ["--input_file={in}/missing.txt", GOOD, "--output_file={out}/new/f.jsonl"],
+         "missing.txt"),
+    Case("ef-output-under-file", EF, FEAT + [GOOD, "--output_file={out}/afile/f.jsonl"], UNDER_FILE),
+    Case("ef-wrong-checkpoint", EF, FEAT + [WRONG, "--output_file={out}/new/f.jsonl"], SHAPE),
+    Case("ef-bad-layers", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--layers=-1,top"], "--layers"),
+    # convert_checkpoint
+    Case("cc-missing-flag", CC, ["--input={in}/good/bert_model.ckpt"], "--output"),
+    Case("cc-no-input", CC, ["--input={in}/missing/bert_model.ckpt", "--output={out}/new/m.keras"], "missing"),
+    Case("cc-keras-under-file", CC, ["--input={in}/good/bert_model.ckpt", "--output={out}/afile/m.keras"],
+         UNDER_FILE),
+    Case("cc-ckpt-under-file", CC, ["--input={in}/good/bert_model.ckpt", "--output={out}/afile/x/bert_model.ckpt"],
+         UNDER_FILE),
+    Case("cc-hf-under-file", CC, ["--input={in}/good/bert_model.ckpt", "--output={out}/afile/hf/"], UNDER_FILE),
+    Case("cc-wrong-config", CC, ["--input={in}/wrong/bert_model.ckpt", "--bert_config_file={in}/bert_config.json",
+                                 "--output={out}/new/m.keras"], "bert_model.ckpt"),
+    # export_saved_model
+    Case("ex-missing-flag", EX, ["--export_dir={out}/new/1"], "--kind"),
+    Case("ex-under-file", EX, ENCODER + ["--export_dir={out}/afile/1"], UNDER_FILE),
+    Case("ex-preprocessor-under-file", EX, ["--kind=preprocessor", "--vocab_file={in}/vocab.txt",
+                                            "--export_dir={out}/afile/1"], UNDER_FILE),
+    Case("ex-no-model-dir", EX, ["--kind=classifier", "--model_dir={in}/missing", "--export_dir={out}/new/1"],
+         "missing"),
+    Case("ex-wrong-checkpoint", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json", WRONG,
+                                     "--export_dir={out}/new/1"], SHAPE),
+    Case("ex-bad-value", EX, ["--kind=everything", "--export_dir={out}/new/1"], "--kind"),
+    # quickstart
+    Case("qs-output-under-file", QS, ["--output_dir={out}/afile/q"], UNDER_FILE),
+    Case("qs-no-input", QS, ["--input_file={in}/missing.txt", "--output_dir={out}/new"], "missing.txt"),
+    Case("qs-empty-input", QS, ["--input_file={in}/empty.txt", "--output_dir={out}/new"], "empty.txt"),
+    Case("qs-bad-value", QS, ["--output_dir={out}/new", "--corpus_mb=lots"], "--corpus_mb"),
+    # (rows for corrupt records, invalid UTF-8, CoNLL columns and resuming over another shape go here)
+]
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran", "on", "mat", "in",
+         "park", "it", "was", "big", "small", "and", "then", "slept", "home", "is", "good", "bad", "day", "night",
+         ".", ",", "?", "##s", "##ed", "##ing", "he", "she", "saw", "old", "new", "red"]
+CORPUS = """the cat sat on the mat .
+it was a good day .
+then the cat slept .
+
+the dog ran in the park .
+he saw a red cat .
+she ran home .
+
+the old dog slept .
+it was night .
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Small valid inputs (a model of hidden size 16, its vocabulary, corpus, records, task files) and a checkpoint
+    of another shape (hidden size 24)."""
+    from bert_tf import BertConfig, BertEncoder, checkpoints
+    from data_gen.generate import Options, generate
+
+    d = tmp_path_factory.mktemp("inputs")
+    (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    sizes = dict(vocab_size=len(VOCAB), num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                 max_position_embeddings=64)
+    config = BertConfig(hidden_size=16, **sizes)
+    config.to_json_file(d / "bert_config.json")
+    checkpoints.save_original(BertEncoder(config), str(d / "good" / "bert_model.ckpt"))
+    config.to_json_file(d / "good" / "bert_config.json")
+    checkpoints.save_original(BertEncoder(BertConfig(hidden_size=24, **sizes)), str(d / "wrong" / "bert_model.ckpt"))
+    (d / "corpus.txt").write_text(CORPUS)
+    (d / "empty.txt").write_text("")
+    (d / "lines.txt").write_text("the cat sat .\nthe dog ran . ||| it was big .\n")
+    generate([str(d / "corpus.txt")], [str(d / "records" / "r.tfrecord")], str(d / "vocab.txt"),
+             Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2), progress=False)
+    (d / "glue").mkdir()
+    (d / "glue" / "train.tsv").write_text("sentence\tlabel\nthe cat sat\t1\nthe dog ran\t0\nit was bad\t0\n")
+    (d / "ner").mkdir()
+    (d / "ner" / "train.txt").write_text("the O\ncat B-ANI\nsat O\n\nthe O\ndog B-ANI\nran O\n")
+    (d / "swag").mkdir()
+    (d / "squad.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{
+        "context": "the cat sat on the mat .",
+        "qas": [{"id": "q1", "question": "where ?", "answers": [{"text": "the mat", "answer_start": 15}]}]}]}]}))
+    return d
+
+
+def snapshot(path):
+    """{relative path: file bytes, or None for a directory} of everything under `path` ({} when absent)."""
+    found = {}
+    for top, dirs, files in os.walk(path):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(top, name), path)] = None
+        for name in files:
+            with open(os.path.join(top, name), "rb") as f:
+                found[os.path.relpath(os.path.join(top, name), path)] = f.read()
+    return found
+
+
+# Runs in its own interpreter: imports TensorFlow (through bert_tf) once, then forks one child per case that runs
+# the case's module as `python -m` would, stdout and stderr to files; prints {id: exit status}.
+_RUNNER = r"""
+import json, os, runpy, sys, time, traceback
+sys.path.insert(0, sys.argv[1])
+import bert_tf  # noqa: F401
+cases, parallel, timeout = json.load(sys.stdin), int(sys.argv[2]), float(sys.argv[3])
+
+def child(case):
+    os.chdir(case["cwd"])
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        out = os.open(case[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    sys.argv = [case["module"], *case["args"]]
+    code = 0
+    try:
+        runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+status, running, waiting = {}, {}, list(cases)
+while waiting or running:
+    while waiting and len(running) < parallel:
+        case = waiting.pop(0)
+        pid = os.fork()
+        if pid == 0:
+            child(case)
+        running[pid] = (case["id"], time.monotonic())
+    pid, code = os.waitpid(-1, os.WNOHANG)
+    if pid:
+        status[running.pop(pid)[0]] = os.waitstatus_to_exitcode(code)
+        continue
+    for pid, (name, started) in running.items():
+        if time.monotonic() - started > timeout:
+            os.kill(pid, 9)
+    time.sleep(0.05)
+print(json.dumps(status))
+"""
+
+
+@pytest.fixture(scope="module")
+def results(inputs, tmp_path_factory, request):
+    """Runs the cases this session selected; {id: (exit status, stderr, case directory before, after)}."""
+    params = [getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items
+              if item.module.__name__ == __name__]
+    selected = {p["case"].id for p in params if "case" in p}
+    work = tmp_path_factory.mktemp("cases")
+    inputs_before = snapshot(inputs)
+    runs, before = [], {}
+    for case in CASES:
+        if case.id not in selected:
+            continue
+        out = work / case.id
+        (out / "existing").mkdir(parents=True)
+        (out / "existing" / "keep.txt").write_text("an earlier run's output\n")
+        (out / "afile").write_text("a regular file\n")
+        before[case.id] = snapshot(out)
+        args = [a.replace("{in}", str(inputs)).replace("{out}", str(out)) for a in case.args]
+        runs.append(dict(id=case.id, module=case.module, args=args, cwd=str(out),
+                         stdout=str(work / f"{case.id}.stdout"), stderr=str(work / f"{case.id}.stderr")))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    runner = subprocess.Popen([sys.executable, "-c", _RUNNER, ROOT, "4", "240"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        stdout, _ = runner.communicate(json.dumps(runs), timeout=600)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+    assert runner.returncode == 0, "the case runner failed"
+    status = json.loads(stdout)
+    assert snapshot(inputs) == inputs_before, "a case wrote into the inputs"
+    return {run["id"]: (status[run["id"]], _read(run["stderr"]), before[run["id"]], snapshot(run["cwd"]))
+            for run in runs}
+
+
+def _read(path):
+    with open(path, newline="") as f:  # carriage returns kept
+        return f.read()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_cli_error(case, results):
+    code, stderr, before, after = results[case.id]
+    shown = (line.rsplit("\r", 1)[-1] for line in stderr.split("\n"))  # as a terminal shows progress bars
+    lines = [line for line in shown if line.strip()]
+    assert code == 1 and "Traceback" not in stderr and len(lines) == 1, f"exit {code}, stderr:\n{stderr}"
+    assert lines[0].startswith(f"{case.program}: error: "), lines[0]
+    assert re.search(case.expect, lines[0][len(case.program) + 9:]), lines[0]
+    assert after == before, f"the case directory changed: {sorted(set(after) ^ set(before))}"
