@@ -318,3 +318,44 @@ def test_cli_error(case, results):
     assert lines[0].startswith(f"{case.program}: error: "), lines[0]
     assert re.search(case.expect, lines[0][len(case.program) + 9:]), lines[0]
     assert after == before, f"the case directory changed: {sorted(set(after) ^ set(before))}"
+
+
+# ---------------------------------------------------------------------------------- failures met during the work
+def _writing(tmp_path, monkeypatch, main):
+    """`bert_tf.cli`'s wrapper around a command's main, for a command `demo` with --output_dir under tmp_path."""
+    from absl import flags
+
+    from bert_tf import cli
+
+    monkeypatch.setattr(cli, "_program", "demo")
+    values = flags.FlagValues()
+    flags.DEFINE_string("output_dir", str(tmp_path / "run" / "out"), "", flag_values=values)
+    values(["demo"])
+    with pytest.raises(SystemExit) as raised:
+        cli._run_writing(main, [], {"output_dir": cli.DIRECTORY}, values)
+    return raised.value.code
+
+
+def test_an_oserror_met_on_an_output_is_one_line_and_the_directories_made_are_removed(tmp_path, monkeypatch, capsys):
+    def main(argv):
+        os.makedirs(tmp_path / "run" / "out" / "train")
+        raise OSError(28, "No space left on device", str(tmp_path / "run" / "out" / "train" / "events"))
+
+    assert _writing(tmp_path, monkeypatch, main) == 1
+    assert capsys.readouterr().err == (f"demo: error: cannot write --output_dir={tmp_path}/run/out: "
+                                       f"{tmp_path}/run/out/train/events: No space left on device; give another "
+                                       "--output_dir\n")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_run_keeps_what_it_wrote(tmp_path, monkeypatch, capsys):
+    from bert_tf.cli import fail
+
+    def main(argv):
+        os.makedirs(tmp_path / "run" / "out")
+        (tmp_path / "run" / "out" / "ckpt-1.index").write_text("a checkpoint to resume from")
+        fail("stopped at step 2")
+
+    assert _writing(tmp_path, monkeypatch, main) == 1
+    assert capsys.readouterr().err == "demo: error: stopped at step 2\n"
+    assert os.listdir(tmp_path / "run" / "out") == ["ckpt-1.index"]

@@ -59,13 +59,14 @@ def _parse_flags(argv):
         fail(f"{message} (--helpshort lists the flags)")
 
 
-def _run_writing(main, argv, outputs: dict):
-    """`main(argv)` after checking the output paths, undoing the directories it made if it fails (see `start`)."""
+def _run_writing(main, argv, outputs: dict, flag_values=None):
+    """`main(argv)` after checking the output paths, undoing the directories it made if it fails (see `start`).
+    `flag_values`: where the output flags are (default: absl's global FLAGS)."""
     from bert_tf import staging
 
     paths = []
     for flag, kind in outputs.items():
-        value = absl_flags.FLAGS[flag].value or ""
+        value = (absl_flags.FLAGS if flag_values is None else flag_values)[flag].value or ""
         for path in filter(None, (p.strip() for p in (value.split(",") if kind == PATHS else [value]))):
             problem = staging.output_problem(path, {DIRECTORY: True, FILE: False}.get(kind))
             if problem:
