@@ -1,13 +1,17 @@
 """bert-tf: BERT (Devlin et al., 2018) in TensorFlow 2 and Keras 3.
 
-Imported before TensorFlow, the package turns on its oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`).
+Imported before TensorFlow, the package turns on its oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`) and
+imports TensorFlow with its C++ log quiet: none of its start-up lines, and `TF_CPP_MIN_LOG_LEVEL=3` unless that is set
+or absl's `--verbosity` is on the command line (`bert_tf.tf_log`; `TF_CPP_MIN_LOG_LEVEL=0` shows every line).
 """
 
 from bert_tf.onednn import prefer_onednn
+from bert_tf.tf_log import quiet_import
 
 prefer_onednn()
+quiet_import()
 
-from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after prefer_onednn: TF reads it at import)
+from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)
 from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402
                             BertSpanQA, BertTokenClassifier)
 
