@@ -237,3 +237,61 @@ def options_from_flags(f, cls):
         elif field.name in f:
             values[field.name] = getattr(f, field.name)
     return cls(**values)
+
+
+def _command_module():
+    """The running command's module and the name its flags are registered under: the module whose `run` a console
+    script calls (the script imports it into __main__), or __main__ itself (`python -m`), whose flags absl files
+    under the script's path."""
+    main = sys.modules["__main__"]
+    module = sys.modules.get(getattr(getattr(main, "run", None), "__module__", None), main)
+    return module, sys.argv[0] if module is main else module.__name__
+
+
+def help_text(full: bool = False) -> str:
+    """The command's help: its docstring, then its own flags (those it defines and the shared ones it adopts);
+    `full` adds every other flag, absl's last among them, grouped by the module that defines it."""
+    module, key = _command_module()
+    f = absl_flags.FLAGS
+    text = (module.__doc__ or f"{os.path.basename(sys.argv[0])} [flags]\n").rstrip("\n") + "\n\nflags:\n"
+    text += f.module_help(key) + "\n"
+    if not full:
+        return text + "\nTry --helpfull to get a list of all flags.\n"
+    own = {flag.name for flag in f.get_key_flags_for_module(key)}
+    rest = absl_flags.FlagValues()
+    for name, flags in f.flags_by_module_dict().items():
+        for flag in flags:
+            if flag.name not in own and flag.name not in rest and flag.name in f and f[flag.name] is flag:
+                rest[flag.name] = flag
+                rest.register_flag_by_module(name, flag)
+    return text + "\nOther flags:\n" + rest.get_help() + "\n"
+
+
+class _HelpFlag(absl_flags.BooleanFlag):
+    """absl's --help, --helpshort and --helpfull, printing `help_text` and exiting 0: absl's own print the usage of
+    the script the console-script launcher is (not the command's flags) and exit 1."""
+
+    def __init__(self, name: str, short_name: str | None, full: bool, text: str):
+        super().__init__(name, False, text, short_name=short_name, allow_hide_cpp=True)
+        self.full = full
+
+    def parse(self, argument):
+        if self._parse(argument):
+            sys.stdout.write(help_text(self.full))
+            sys.stdout.flush()
+            sys.exit(0)
+
+
+def _define_help_flags():
+    from absl import app
+
+    app.define_help_flags()
+    for name, short_name, full, text in (("help", "?", False, "show this help"),
+                                         ("helpshort", None, False, "show this help (the same as --help)"),
+                                         ("helpfull", None, True, "show the command's flags, then every other flag")):
+        for old in {name, short_name} - {None}:
+            delattr(absl_flags.FLAGS, old)
+        absl_flags.DEFINE_flag(_HelpFlag(name, short_name, full, text), module_name="absl.app")
+
+
+_define_help_flags()
