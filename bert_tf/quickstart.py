@@ -21,9 +21,9 @@ from its checkpoints:
 7. `answers/`: both SavedModels loaded in a fresh process that imports only TensorFlow and tensorflow-text;
    `[MASK]` fill-ins and word-order decisions with scores. On the built-in corpus the questions are fixed ones; on
    a user's corpus they come from its held-out part (a held-out word masked, held-out sentences shuffled).
-Then `plots/*.png` (training curves) and `report.md`, which says which stages ran now and which were reused. A
-held-out figure computed on fewer than `MIN_HELDOUT` examples is marked as too small to mean anything, in the
-stage's summary and in the report.
+Then `plots/*.png` (training curves, each accuracy beside its held-out figure) and `report.md`, which says which
+stages ran now and which were reused. A held-out figure computed on fewer than `MIN_HELDOUT` examples is marked as
+too small to mean anything, in the stage's summary and in the report.
 """
 
 from __future__ import annotations
@@ -63,26 +63,39 @@ ORDER_EXAMPLES = ("Return a new dictionary initialized from an optional position
                   "bound socket for listening The connections address must to an be and.")
 
 
+def _option(default, help: str):
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass(frozen=True)
 class QuickstartOptions:
-    """Sizes of every stage; the defaults fit 2 CPU cores and about ten minutes."""
+    """Sizes of every stage; the defaults fit 2 CPU cores and about ten minutes. Each field's `help` is its flag's
+    help in `bert_tf_quickstart`."""
 
-    corpus_mb: float = 2.0  # of the built-in corpus (the standard library has about 1.5 MB of docstrings)
-    vocab_size: int = 8000
-    max_seq_length: int = 64
-    max_predictions_per_seq: int = 10
-    dupe_factor: int = 3
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    train_batch_size: int = 64
-    num_train_steps: int = 1500
-    learning_rate: float = 5e-4  # for the original optimizer (no bias correction: larger early steps than AdamW)
-    finetune_examples: int = 4000
-    finetune_epochs: float = 3.0
-    finetune_learning_rate: float = 3e-4
-    random_seed: int = 12345
-    num_workers: int = 2
+    corpus_mb: float = _option(2.0, "Megabytes of the built-in corpus to use (the standard library has about 1.5 MB "
+                                    "of docstrings: more takes them all); not with --input_file.")
+    vocab_size: int = _option(8000, "Most word pieces in the vocabulary learned from the corpus (special tokens "
+                                    "included).")
+    max_seq_length: int = _option(64, "Word pieces per pretraining and fine-tuning sequence.")
+    max_predictions_per_seq: int = _option(10, "Masked positions per pretraining sequence (15 % of the tokens, up "
+                                               "to this many).")
+    dupe_factor: int = _option(3, "Times each training document is used to make pretraining instances, each time "
+                                  "with other masks.")
+    hidden_size: int = _option(128, "Width of the model (BERT-Base: 768); the feed-forward layer is 4 times it.")
+    num_hidden_layers: int = _option(2, "Transformer layers of the model (BERT-Base: 12).")
+    num_attention_heads: int = _option(2, "Attention heads per layer; must divide --hidden_size.")
+    train_batch_size: int = _option(64, "Pretraining batch size (sequences per step).")
+    num_train_steps: int = _option(1500, "Pretraining steps (the first 5 % warm up the learning rate).")
+    learning_rate: float = _option(5e-4, "Peak pretraining learning rate, for the original optimizer (no bias "
+                                         "correction: larger early steps than AdamW).")
+    finetune_examples: int = _option(4000, "word_order training examples made from the corpus (half of them "
+                                           "shuffled); the held-out ones are an eighth of this, at least 200.")
+    finetune_epochs: float = _option(3.0, "Passes over the word_order examples when fine-tuning (batch size 32).")
+    finetune_learning_rate: float = _option(3e-4, "Peak fine-tuning learning rate.")
+    random_seed: int = _option(12345, "Seed of the masking, the word_order examples, initialisation, dropout and "
+                                      "data order.")
+    num_workers: int = _option(2, "Processes that write the pretraining records (the records do not depend on "
+                                  "it).")
 
 
 # ------------------------------------------------------------------------------------------------- corpus
@@ -489,7 +502,7 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
     figures["answers"] = stages.run("answers", inputs["answers"], answers,
                                     lambda f: "answers from the SavedModels in a fresh process")
     print(format_answers(figures["answers"]))
-    plots = plot_curves(output_dir)
+    plots = plot_curves(output_dir, figures)
     write_report(output_dir, figures, plots, time.time() - started, stages.ran, stages.reused)
     _say("report", f"{os.path.join(output_dir, 'report.md')}; plots in {os.path.join(output_dir, 'plots')}")
     return figures
@@ -592,8 +605,10 @@ def read_scalars(event_dir: str) -> dict[str, list[tuple[int, float]]]:
     return {tag: sorted(points.items()) for tag, points in values.items()}
 
 
-def plot_curves(output_dir: str) -> list[str]:
-    """PNG plots of the pretraining and fine-tuning curves under `output_dir/plots`; returns their paths."""
+def plot_curves(output_dir: str, figures: dict) -> list[str]:
+    """PNG plots under `output_dir/plots`; returns their paths. Each accuracy panel shows the training curve and,
+    at its last step, the held-out figure of `report.md` (from `figures`, the stages' results) with the number of
+    held-out examples behind it, and chance where it is not near zero; every axis is labelled."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -602,28 +617,49 @@ def plot_curves(output_dir: str) -> list[str]:
     plots_dir = os.path.join(output_dir, "plots")
     os.makedirs(plots_dir, exist_ok=True)
     scalars = read_scalars(os.path.join(output_dir, "pretrain", "train"))
-    panels = [("pretraining_mlm.png", "Masked LM", ["masked_lm_loss", "masked_lm_accuracy"]),
-              ("pretraining_nsp.png", "Next sentence", ["next_sentence_loss", "next_sentence_accuracy"]),
-              ("learning_rate.png", "Learning rate (warm-up, linear decay)", ["learning_rate"])]
+    p, r = figures["pretrain"], figures["records"]
+    train = "training batches"
+    # panel: (tag, y label, curve label, held-out figure and its label or None, chance or None)
+    panels = [("pretraining_mlm.png", "Masked LM", [
+                  ("masked_lm_loss", "masked-LM loss", train, None, None),
+                  ("masked_lm_accuracy", "masked-LM accuracy", train,
+                   (p["heldout_masked_lm_accuracy"], f"held-out ({r['heldout_masked']} masked positions)"), None)]),
+              ("pretraining_nsp.png", "Next sentence", [
+                  ("next_sentence_loss", "next-sentence loss", train, None, None),
+                  ("next_sentence_accuracy", "next-sentence accuracy", train,
+                   (p["heldout_next_sentence_accuracy"], f"held-out ({r['heldout_instances']} instances)"), 0.5)]),
+              ("learning_rate.png", "Learning rate (warm-up, linear decay)", [
+                  ("learning_rate", "learning rate", None, None, None)])]
     history_path = os.path.join(output_dir, "finetune", "history.json")
     if os.path.exists(history_path):
         with open(history_path, encoding="utf-8") as f:
             history = json.load(f)
-        scalars["finetune_heldout_accuracy"] = [(h["step"], h["heldout_accuracy"]) for h in history]
         scalars["finetune_loss"] = [(h["step"], h["loss"]) for h in history]
-        panels.append(("finetuning.png", "Fine-tuning (word_order)", ["finetune_loss", "finetune_heldout_accuracy"]))
+        scalars["finetune_heldout_accuracy"] = [(h["step"], h["heldout_accuracy"]) for h in history]
+        t = figures["finetune"]
+        panels.append(("finetuning.png", "Fine-tuning (word_order)", [
+            ("finetune_loss", "loss", "training batch", None, None),
+            ("finetune_heldout_accuracy", "word_order accuracy", "held-out (up to 256 examples), during training",
+             (t["heldout_accuracy"], f"held-out, after training ({t['heldout_sentences']} sentences)"), 0.5)]))
     written = []
-    for name, title, tags in panels:
-        present = [t for t in tags if scalars.get(t)]
-        if not present:
+    for name, title, specs in panels:
+        specs = [spec for spec in specs if scalars.get(spec[0])]
+        if not specs:
             continue
-        figure, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 3.5), squeeze=False)
-        for axis, tag in zip(axes[0], present):
+        figure, axes = plt.subplots(1, len(specs), figsize=(5.5 * len(specs), 3.8), squeeze=False)
+        for axis, (tag, ylabel, curve, heldout, chance) in zip(axes[0], specs):
             steps, values = zip(*scalars[tag])
-            axis.plot(steps, values, marker="." if len(steps) < 30 else None)
-            axis.set_title(tag.replace("_", " "))
+            axis.plot(steps, values, marker="." if len(steps) < 30 else None, label=curve)
+            if heldout is not None:
+                axis.plot([steps[-1]], [heldout[0]], "o", color="tab:red", markersize=8,
+                          label=f"{heldout[1]}: {heldout[0]:.3f}")
+            if chance is not None:
+                axis.axhline(chance, color="gray", linestyle="--", linewidth=1, label=f"chance ({chance:g})")
             axis.set_xlabel("step")
+            axis.set_ylabel(ylabel)
             axis.grid(alpha=0.3)
+            if curve or heldout or chance is not None:
+                axis.legend(fontsize=8, loc="best")
         figure.suptitle(title)
         figure.tight_layout()
         path = os.path.join(plots_dir, name)

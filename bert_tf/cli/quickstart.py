@@ -21,7 +21,7 @@ flags.DEFINE_string("input_file", None, "Your corpus instead of the built-in one
 flags.DEFINE_bool("force", False, "Redo every stage, even those complete for the same inputs.")
 for _field in dataclasses.fields(QuickstartOptions):
     _define = {int: flags.DEFINE_integer, float: flags.DEFINE_float}[type(_field.default)]
-    _define(_field.name, _field.default, f"Size/setting of the run (default {_field.default}).")
+    _define(_field.name, _field.default, _field.metadata["help"])
 
 
 def main(argv):
@@ -31,7 +31,8 @@ def main(argv):
 
     from bert_tf.cli import USER_ERRORS, fail
 
-    logging.set_verbosity(logging.WARNING)  # the stages show progress bars and one-line summaries instead
+    if not f["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # the stages show progress bars and one-line summaries instead
     from bert_tf.quickstart import run_quickstart
 
     options = QuickstartOptions(**{field.name: getattr(f, field.name)
