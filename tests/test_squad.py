@@ -47,7 +47,7 @@ def test_reading_skips_misaligned_answers_and_names_bad_files(tmp_path, caplog):
     examples, _ = squad.read_examples(path, is_training=True, version_2=False)
     assert [e.qas_id for e in examples] == ["ok"]
     assert examples[0].doc_tokens[examples[0].start_word] == "(1856-1943)"
-    assert "skipped 1 question(s) whose answer text is not at its answer_start" in caplog.text
+    assert "skipped 1 training question(s) whose answer text is not at its answer_start: bad" in caplog.text
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(DataError, match="not a SQuAD JSON file"):
         squad.read_examples(str(tmp_path / "bad.json"), False, False)

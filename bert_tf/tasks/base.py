@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 
 
 class DataError(ValueError):
     """Task data that cannot be used: missing or malformed files, unknown labels, empty splits."""
+
+
+def open_text(path: str, newline: str | None = None) -> io.StringIO:
+    """A UTF-8 text file as a file object (`newline` as for `open`; "" for the csv module), read whole first so
+    that bytes that are not UTF-8 are one `DataError` naming the file, line and byte rather than a decoding error
+    that names neither."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        raise DataError(f"{path}:{line}: byte 0x{data[e.start]:02x} (column {column}) is not UTF-8; convert the file "
+                        "to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    return io.StringIO(text, newline=newline)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.base import DataError
+from bert_tf.tasks.base import DataError, open_text
 
 VARIANTS = ("last_hidden", "second_to_last_hidden", "sum_last_four", "concat_last_four", "sum_all")
 
@@ -38,12 +38,10 @@ def combine_layers(encoder_outputs, variant: str):
 def read_lines(path: str) -> list[tuple[str, str | None]]:
     """`text` or `text_a ||| text_b` per line (the original's input format); blank lines are skipped."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             lines = [line.strip() for line in f]
     except FileNotFoundError:
         raise DataError(f"--input_file={path}: not found") from None
-    except UnicodeDecodeError as e:
-        raise DataError(f"--input_file={path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     pairs = []
     for line in lines:
         if not line:

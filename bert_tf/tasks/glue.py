@@ -16,7 +16,7 @@ from absl import logging
 
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks import register  # defined before bert_tf.tasks imports this module
-from bert_tf.tasks.base import DataError, Example, Task
+from bert_tf.tasks.base import DataError, Example, Task, open_text
 
 _METRICS = {"accuracy": metrics_lib.accuracy, "f1": metrics_lib.f1, "mcc": metrics_lib.matthews_corrcoef,
             "pearson": metrics_lib.pearson, "spearman": metrics_lib.spearman}
@@ -57,7 +57,7 @@ class GlueTask(Task):
                                                            "train"]
         examples, malformed = [], 0
         csv.field_size_limit(sys.maxsize)
-        with open(path, encoding="utf-8", newline="") as f:
+        with open_text(path, newline="") as f:
             for number, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1):
                 if columns.header and number == 1:
                     continue

@@ -2,8 +2,8 @@
 predicted at the word's first word piece (or, with `label_all_subtokens`, trained on every piece), sentences
 longer than the model split into windows at word boundaries, entity-level precision/recall/F1.
 
-Files: `train.txt`, `valid.txt`, `test.txt`, one `word ... tag` line per token (the tag in the last column), a
-blank line between sentences, `-DOCSTART-` lines ignored.
+Files: `train.txt`, `valid.txt`, `test.txt`, one `word ... tag` line per token (the tag in the last column, every
+line with the same number of columns), a blank line between sentences, `-DOCSTART-` lines ignored.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Task
+from bert_tf.tasks.base import DataError, Task, open_text
 
 FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 
@@ -30,7 +30,8 @@ def read_sentences(path: str) -> list[Sentence]:
     if not os.path.exists(path):
         raise DataError(f"{path}: not found; --data_dir must hold {', '.join(FILES.values())}")
     sentences, words, tags, start = [], [], [], 1
-    with open(path, encoding="utf-8") as f:
+    columns = None  # (count, line): every token line has as many columns as the file's first
+    with open_text(path) as f:
         for number, line in enumerate(list(f) + [""], start=1):
             fields = line.split()
             if not fields or fields[0] == "-DOCSTART-":
@@ -40,6 +41,11 @@ def read_sentences(path: str) -> list[Sentence]:
                 continue
             if len(fields) < 2:
                 raise DataError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
+            columns = columns or (len(fields), number)
+            if len(fields) != columns[0]:
+                raise DataError(f"{path}:{number}: {len(fields)} columns, but the file's token lines have "
+                                f"{columns[0]} (line {columns[1]}): {line.strip()!r}; a word with a space in it, or a "
+                                "missing column?")
             words.append(fields[0])
             tags.append(fields[-1])
     if not sentences:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from absl import logging
 
-from bert_tf.tasks.base import DataError
+from bert_tf.tasks.base import DataError, open_text
 from bert_tf.tokenization import basic_tokenize
 
 
@@ -39,9 +39,9 @@ def _is_space(ch: str) -> bool:
 
 def read_examples(path: str, is_training: bool, version_2: bool) -> tuple[list[SquadExample], list]:
     """(examples, the file's `data` list). Training answers whose text is not found at their offset are skipped
-    with a count in the log; a file that is not SQuAD JSON is one clear error."""
+    with a count and the first ids in the log; a file that is not SQuAD JSON is one clear error."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             data = json.load(f)["data"]
     except FileNotFoundError:
         raise DataError(f"{path}: not found") from None
@@ -72,7 +72,7 @@ def tfds_data(name: str, split: str, data_dir: str | None = None) -> list:
 def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -> list[SquadExample]:
     """SQuAD JSON `data` -> examples (see `read_examples`); `where` names the source in messages."""
     path = where
-    examples, misaligned = [], 0
+    examples, misaligned = [], []
     for article in data:
         for paragraph in article["paragraphs"]:
             context = paragraph["context"]
@@ -98,18 +98,19 @@ def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -
                         answer = qa["answers"][0]
                         start, text = answer["answer_start"], answer["text"]
                         if start < 0 or start + len(text) > len(context) or not text:
-                            misaligned += 1
+                            misaligned.append(str(qa["id"]))
                             continue
                         example.start_word = char_to_word[start]
                         example.end_word = char_to_word[start + len(text) - 1]
                         found = " ".join(doc_tokens[example.start_word:example.end_word + 1])
                         if " ".join(text.split()) not in found:
-                            misaligned += 1
+                            misaligned.append(str(qa["id"]))
                             continue
                         example.answer_text = text
                 examples.append(example)
     if misaligned:
-        logging.warning("%s: skipped %d question(s) whose answer text is not at its answer_start", path, misaligned)
+        logging.warning("%s: skipped %d training question(s) whose answer text is not at its answer_start: %s%s",
+                        path, len(misaligned), ", ".join(misaligned[:5]), " ..." if len(misaligned) > 5 else "")
     if not examples:
         raise DataError(f"{path}: no usable questions")
     return examples

@@ -11,7 +11,7 @@ import os
 from absl import logging
 
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Example, Task
+from bert_tf.tasks.base import DataError, Example, Task, open_text
 
 FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 ENDINGS = tuple(f"ending{i}" for i in range(4))
@@ -26,7 +26,7 @@ class SwagTask(Task):
         if not os.path.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold SWAG's {', '.join(FILES.values())}")
         examples, malformed = [], 0
-        with open(path, encoding="utf-8", newline="") as f:
+        with open_text(path, newline="") as f:
             reader = csv.DictReader(f)
             missing = {"sent1", "sent2", *ENDINGS} - set(reader.fieldnames or ())
             if missing:

@@ -10,7 +10,7 @@ import os
 import sys
 
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Example, Task
+from bert_tf.tasks.base import DataError, Example, Task, open_text
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 
@@ -39,7 +39,7 @@ class XnliTask(Task):
         if not os.path.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold XNLI (xnli.dev.tsv) and the translated "
                             "MultiNLI (multinli/multinli.train.<lang>.tsv)")
-        with open(path, encoding="utf-8", newline="") as f:
+        with open_text(path, newline="") as f:
             return [(n, row) for n, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1)
                     if n > 1]
 
