@@ -27,6 +27,39 @@ class CheckpointError(ValueError):
     """A checkpoint that does not fit the model: missing variables, wrong shapes, unreadable files."""
 
 
+_INCOMPATIBLE = re.compile(r"incompatible tensor with shape (\(.*?\)) when attempting to restore variable with "
+                           r"shape (\(.*?\)) and name (\S+?)(?::\d+)?\.?$", re.MULTILINE)
+
+
+def restore_fitting(restore, path: str, explain):
+    """`restore(path)` (a `tf.train.Checkpoint`'s `restore` or `read`), where a variable whose shape differs from
+    the checkpoint's is one `CheckpointError(explain("variable NAME has shape A there but B in this model"))`, and
+    an input position saved for another input pipeline one naming `path`. The half-done restoration is marked as
+    expected to be partial: TensorFlow would otherwise log a warning per value it did not restore, after the error,
+    when the model is deleted."""
+    try:
+        return restore(path)
+    except (ValueError, tf.errors.FailedPreconditionError) as e:
+        found = _INCOMPATIBLE.search(str(e))
+        if found:
+            saved, wanted, name = found.groups()
+            message = explain(f"variable {name} has shape {saved} there but {wanted} in this model")
+        elif "restore dataset iterator" in str(e):
+            reason = re.sub(r"\s*Make sure .*", "", str(e).split("checkpoint: ", 1)[-1].splitlines()[0])
+            message = (f"{path} saved its input position for another input ({reason.rstrip('. ')}): resume with the "
+                       "--input_file it was trained on, or start a new --output_dir")
+        else:
+            raise
+        frame = e.__traceback__
+        while frame is not None:  # the restore's coordinator is a local of one of the frames that raised
+            for value in frame.tb_frame.f_locals.values():
+                deleter = getattr(value, "_deleter", None)
+                if hasattr(deleter, "set_expect_partial"):
+                    deleter.set_expect_partial(True)
+            frame = frame.tb_next
+    raise CheckpointError(message)
+
+
 @dataclasses.dataclass(frozen=True)
 class Slot:
     """One of our variables and how the formats store it.

@@ -6,14 +6,22 @@
 `data_gen` writes beside the shards (sequence length, predictions per sequence, vocabulary hash) and, for records
 without metadata (the original generator's), with the lengths in the first record, so a mismatch is one clear
 error instead of a shape failure deep inside TensorFlow.
+
+A truncated or corrupt shard is found when it is read (a scan of every record up front would cost as much as an
+epoch of input): TensorFlow's error then names neither the file nor the record, so `run_pretraining` reads the
+shards again, one at a time, and stops with a `DataError` naming the damaged file, its first unreadable record
+and the command that regenerates it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import re
+import zlib
 
 import tensorflow as tf
 from absl import logging
@@ -124,7 +132,7 @@ def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
     try:
         record = next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)), None)
     except tf.errors.OpError as e:
-        raise DataError(f"{path}: cannot read TFRecords ({e.message.splitlines()[0]})") from None
+        raise DataError(damage_message([(path, 0, e.message)])) from None
     if record is None:
         raise DataError(f"{path}: contains no records")
     example = tf.train.Example.FromString(record.numpy())
@@ -163,6 +171,90 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             raise DataError(f"{files[0]}: records hold {key}={actual[key]}, but training was given --{key}={value}; "
                             f"pass --{key}={actual[key]} or regenerate the data")
     return found[1] if found else None
+
+
+def damaged_files(files: list[str]) -> list[tuple[str, int, str]]:
+    """(file, how many records read well before the damage, TensorFlow's message) for every file among `files`
+    that cannot be read to its end: a truncated file, or one whose length or data checksum fails."""
+    damaged = []
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # tf_record_iterator's deprecation notice; it is the reader that counts records
+    try:
+        for path in files:
+            options = tf.io.TFRecordOptions(compression_of(path))
+            good = size = 0
+            try:
+                for record in tf.compat.v1.io.tf_record_iterator(path, options):
+                    good += 1
+                    size += len(record) + 16  # length, its CRC, the data, its CRC
+            except tf.errors.OpError as e:
+                damaged.append((path, good, e.message))
+                continue
+            if options.compression_type == "GZIP" and not _gzip_complete(path):
+                damaged.append((path, good, _GZIP_CUT))
+            elif not options.compression_type and size != tf.io.gfile.stat(path).length:
+                # a file cut inside a record's 12-byte header reads as if it ended before that record
+                damaged.append((path, good, f"truncated record at {size}"))
+    finally:
+        logger.setLevel(level)
+    return damaged
+
+
+_GZIP_CUT = "the gzip stream ends before its end marker"
+
+
+def _gzip_complete(path: str) -> bool:
+    """Whether the gzip stream runs to its end marker: TensorFlow reads a stream cut where a record ends as if it
+    ended there, without an error."""
+    stream = zlib.decompressobj(wbits=31)
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            if stream.eof:
+                break
+            try:
+                stream.decompress(block, 1 << 20)
+                while stream.unconsumed_tail:
+                    stream.decompress(stream.unconsumed_tail, 1 << 20)
+            except zlib.error:
+                return False
+    return stream.eof
+
+
+def damage_message(damaged: list[tuple[str, int, str]]) -> str:
+    """One line for `damaged_files`' findings: the first damaged file, where, and what to do."""
+    path, good, message = damaged[0]
+    found = re.search(r"(truncated|corrupted) record at (\d+)", message)
+    stream = " of the decompressed data" if found and compression_of(path) else ""
+    if message == _GZIP_CUT:
+        what = f"is cut short: its gzip stream stops after record {good}, before the end of the stream"
+    elif found and found.group(1) == "truncated":
+        what = f"is cut short: record {good + 1} (at byte {found.group(2)}{stream}) is incomplete"
+    elif found:
+        what = f"is corrupt: record {good + 1} (at byte {found.group(2)}{stream}) fails its checksum"
+    else:
+        what = f"is damaged: record {good + 1} cannot be read ({message.splitlines()[0][:200]})"
+    others = [d[0] for d in damaged[1:]]
+    more = f"; {len(others)} more damaged: {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}" \
+        if others else ""
+    return (f"{path}: TFRecord file {what} (an interrupted write or copy?); regenerate it with "
+            f"create_pretraining_data, or copy it again, then rerun{more}")
+
+
+@contextlib.contextmanager
+def _naming_damaged_files(files: list[str]):
+    """Turns TensorFlow's DataLossError, which names no file, into a `DataError` naming the damaged shard; a
+    DataLossError that no shard explains (a damaged checkpoint) goes on unchanged."""
+    try:
+        yield
+        return
+    except tf.errors.DataLossError as e:
+        error = e
+    logging.warning("a TFRecord could not be read; reading the %d input file(s) to find which", len(files))
+    damaged = damaged_files(files)
+    if not damaged:
+        raise error
+    raise DataError(damage_message(damaged))
 
 
 def _parse(max_seq_length: int, max_predictions_per_seq: int):
@@ -325,12 +417,13 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
                                        context.get_per_replica_batch_size(options.train_batch_size),
                                        input_context=context, seed=options.random_seed)
 
-        logs = training.train(model, strategy, dataset_fn, output_dir, num_train_steps=options.num_train_steps,
-                              global_batch_size=options.train_batch_size,
-                              steps_per_loop=options.iterations_per_loop,
-                              save_checkpoints_steps=options.save_checkpoints_steps,
-                              init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
-                              progress=progress)
+        with _naming_damaged_files(files):
+            logs = training.train(model, strategy, dataset_fn, output_dir, num_train_steps=options.num_train_steps,
+                                  global_batch_size=options.train_batch_size,
+                                  steps_per_loop=options.iterations_per_loop,
+                                  save_checkpoints_steps=options.save_checkpoints_steps,
+                                  init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
+                                  progress=progress)
         results["train"] = logs
         if training.is_chief(strategy):  # a released-model directory, in its own folder: it has its own index
             export = os.path.join(output_dir, EXPORT_DIR)
@@ -349,7 +442,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                       options.eval_batch_size, is_training=False)
-        scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
+        with _naming_damaged_files(files):
+            scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
         step = results["train"]["step"] if "train" in results else results["step"]
         scores = {k: float(v) for k, v in scores.items()}
         if step is None:

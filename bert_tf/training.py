@@ -73,7 +73,8 @@ def restore_weights(model, path: str) -> str:
     if "bert/embeddings/word_embeddings" in names:
         checkpoints.restore_original(model, resolved, heads_required=False)
     else:
-        status = tf.train.Checkpoint(model=model).read(resolved)
+        status = checkpoints.restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
+            f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
         try:
             status.assert_existing_objects_matched()
         except AssertionError:  # another model type: take the encoder
@@ -155,7 +156,10 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     latest = tf.train.latest_checkpoint(output_dir)
     if latest:
         _check_optimizer(latest, optimizer_kind(model.optimizer))
-        checkpoint.restore(latest).assert_existing_objects_matched()
+        status = checkpoints.restore_fitting(checkpoint.restore, latest, lambda mismatch: (
+            f"--output_dir={output_dir} holds checkpoints of another model ({latest}: {mismatch}); train this "
+            "model in a new --output_dir, or resume with the config that wrote them"))
+        status.assert_existing_objects_matched()
         logging.info("resuming from %s at step %d", latest, int(step.numpy()))
         if not iterator_saved and int(step.numpy()):
             done = int(step.numpy())
@@ -212,8 +216,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
 
         return tf.while_loop(more, body, (tf.constant(0, tf.int64), tf.constant(0.0)))[1]
 
-    writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else \
-        tf.summary.create_noop_writer()
+    writer = None  # made after the first loop of steps, so a run whose input fails at once leaves no events file
     replicas = strategy.num_replicas_in_sync
     logs: dict = {}
     current = int(step.numpy())
@@ -236,6 +239,9 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             examples = done * global_batch_size / max(elapsed, 1e-9)
             scalars = dict(logs, learning_rate=float(current_learning_rate(model.optimizer)),
                            examples_per_second=examples, examples_per_second_per_replica=examples / replicas)
+            if writer is None:
+                writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else \
+                    tf.summary.create_noop_writer()
             with writer.as_default(step=current):
                 for name, value in scalars.items():
                     write_scalar(name, value)
@@ -248,7 +254,8 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             if sigterm.raised:
                 raise Preempted(f"SIGTERM at step {current}: saved {manager.latest_checkpoint}; restart the same "
                                 "command to resume")
-    writer.flush()
+    if writer is not None:
+        writer.flush()
     return dict(logs, step=current)
 
 
