@@ -250,7 +250,7 @@ def _naming_damaged_files(files: list[str]):
         return
     except tf.errors.DataLossError as e:
         error = e
-    logging.warning("a TFRecord could not be read; reading the %d input file(s) to find which", len(files))
+    logging.info("a TFRecord could not be read; reading the %d input file(s) to find which", len(files))
     damaged = damaged_files(files)
     if not damaged:
         raise error

@@ -154,7 +154,16 @@ CASES = [
     Case("qs-no-input", QS, ["--input_file={in}/missing.txt", "--output_dir={out}/new"], "missing.txt"),
     Case("qs-empty-input", QS, ["--input_file={in}/empty.txt", "--output_dir={out}/new"], "empty.txt"),
     Case("qs-bad-value", QS, ["--output_dir={out}/new", "--corpus_mb=lots"], "--corpus_mb"),
-    # (rows for corrupt records, invalid UTF-8, CoNLL columns and resuming over another shape go here)
+    # damaged or malformed data (tests/test_data_errors.py has each case in detail)
+    Case("rp-resume-other-shape", RP, PRE + ["--output_dir={in}/run24", "--do_train"],
+         r"--output_dir=.*run24 holds checkpoints of another model .*variable \S+ has shape \(.*24.*\) there but "
+         r"\(.*16.*\) in this model\); train this model in a new --output_dir"),
+    Case("rc-not-utf8", RC, SST + [GOOD, "--data_dir={in}/latin1", "--output_dir={out}/new", "--do_train"],
+         r"latin1/train\.tsv:3: byte 0xe9 \(column 4\) is not UTF-8"),
+    Case("ner-column-count", NER, TUNE + ["--data_dir={in}/ner_columns", "--output_dir={out}/new", "--do_train"],
+         r"ner_columns/train\.txt:2: 3 columns, but the file's token lines have 2 \(line 1\)"),
+    Case("squad-not-utf8", SQUAD, TUNE + ["--train_file={in}/latin1/squad.json", "--output_dir={out}/new",
+                                          "--do_train"], r"latin1/squad\.json:2: byte 0xe9 \(column 17\) is not UTF-8"),
 ]
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran", "on", "mat", "in",
@@ -202,7 +211,22 @@ def inputs(tmp_path_factory):
     (d / "squad.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{
         "context": "the cat sat on the mat .",
         "qas": [{"id": "q1", "question": "where ?", "answers": [{"text": "the mat", "answer_start": 15}]}]}]}]}))
+    _pretrained(d, BertConfig(hidden_size=24, **sizes))
+    (d / "latin1").mkdir()
+    (d / "latin1" / "train.tsv").write_bytes(b"sentence\tlabel\nthe cat sat\t1\nCaf\xe9 au lait\t0\n")
+    (d / "latin1" / "squad.json").write_bytes(b'{"data": [{"title": "t", "paragraphs": [\n{"context": "Caf\xe9", '
+                                              b'"qas": []}]}]}')
+    (d / "ner_columns").mkdir()
+    (d / "ner_columns" / "train.txt").write_text("the O\nNew York B-LOC\n\nthe O\n")
     return d
+
+
+def _pretrained(d, config):
+    """`{in}/run24`: a one-step pretraining run of another hidden size, for resuming over."""
+    from bert_tf.pretraining import PretrainingOptions, run_pretraining
+
+    run_pretraining(config, str(d / "records" / "r.tfrecord"), str(d / "run24"), PretrainingOptions(
+        max_seq_length=32, max_predictions_per_seq=5, train_batch_size=2, num_train_steps=1, num_warmup_steps=0))
 
 
 def snapshot(path):
