@@ -125,7 +125,7 @@ def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
                           "--do_train", f"--train_file={train}", "--do_predict", f"--predict_file={dev}",
                           "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=1e-4",
-                          "--num_train_epochs=3", f"--output_dir={tmp_path / 'out'}"],
+                          "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-3000:]
