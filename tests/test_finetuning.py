@@ -240,7 +240,7 @@ def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
                           "--max_seq_length=40", "--train_batch_size=8", "--learning_rate=1e-4",
-                          "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True,
+                          "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
