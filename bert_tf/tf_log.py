@@ -123,6 +123,9 @@ def quiet_import() -> None:
     level = choose_level()
     if level == 0:
         return
+    # absl's log handler takes the `sys.stderr` of the moment it is made; made while TensorFlow loads, it would keep
+    # the stand-in that the block closes
+    from absl import logging  # noqa: F401
     with _stderr_through_filter(level):
         import tensorflow  # noqa: F401
 
