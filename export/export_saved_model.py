@@ -16,6 +16,7 @@ Serving release that loads it) is printed and saved in `assets.extra/ops.json`.
 
 from absl import flags
 
+from bert_tf import tasks
 from export.exporting import KINDS, export
 
 flags.DEFINE_enum("kind", None, list(KINDS), "What to export.")
@@ -40,8 +41,7 @@ flags.DEFINE_string("serving_tf_text", None, "For a custom model server build: t
 READS = {"preprocessor": {"vocab_file", "do_lower_case", "seq_length"},
          "encoder": {"bert_config_file", "init_checkpoint"},
          "mlm": {"bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case", "seq_length", "top_k"},
-         "classifier": {"model_dir", "seq_length"}, "multiple_choice": {"model_dir", "seq_length"},
-         "span_qa": {"model_dir", "seq_length", "doc_stride"}, "tagger": {"model_dir", "seq_length", "doc_stride"}}
+         **{family.export_kind: {"model_dir", "seq_length", *family.export_flags} for family in tasks.FAMILIES}}
 
 
 def main(argv):

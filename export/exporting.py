@@ -1,9 +1,9 @@
 """Writing the SavedModels: one function for every `--kind` of the CLI, shared by the CLI and user code.
 
-Task kinds (`classifier`, `span_qa`, `tagger`, `multiple_choice`) read a model directory written by fine-tuning
-(`model.keras`, `task.json`, `vocab.txt`): the task registry's `kind` in task.json says which export fits, and the
-settings the model was trained with (sequence length, casing, SQuAD's stride and null threshold, label names) are
-taken from there. `encoder` and `mlm` read a pretraining checkpoint (original TF1 names, an HF directory, or ours)
+Task kinds (`classifier`, `span_qa`, `tagger`, `multiple_choice`: each task family's `export_kind`, from the
+task registry) read a model directory written by fine-tuning (`model.keras`, `task.json`, `vocab.txt`): the
+family that wrote task.json says which export fits and builds the serving module, with the settings the model was
+trained with (sequence length, casing, SQuAD's stride and null threshold, label names). `encoder` and `mlm` read a pretraining checkpoint (original TF1 names, an HF directory, or ours)
 with its `bert_config.json` and `vocab.txt`.
 """
 
@@ -17,12 +17,10 @@ import tempfile
 import bert_tf  # noqa: F401  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 import tensorflow as tf
 
-# --kind -> the task-registry kinds it exports
-TASK_KINDS = {"classifier": ("classification", "regression"), "span_qa": ("span_qa",), "tagger": ("tagging",),
-              "multiple_choice": ("multiple_choice",)}
+from bert_tf import tasks
+
+TASK_KINDS = tasks.export_kinds()
 KINDS = ("preprocessor", "encoder", "mlm", *TASK_KINDS)
-TRAINED_BY = {"classifier": "run_classifier", "span_qa": "run_squad", "tagger": "run_ner",
-              "multiple_choice": "run_swag"}
 
 
 def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_file: str | None = None,
@@ -55,7 +53,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     if kind in TASK_KINDS:
         module = _task_module(kind, model_dir, seq_length, doc_stride, scratch)
     elif kind == "preprocessor":
-        from export.modules import Preprocessor
+        from bert_tf.serving import Preprocessor
 
         if not vocab_file:
             raise ValueError("--kind=preprocessor needs --vocab_file")
@@ -63,7 +61,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     else:
         module = _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length,
                                     top_k)
-    from export.modules import track_captured_variables
+    from bert_tf.serving import track_captured_variables
 
     functions = list(module.signatures().values())
     if hasattr(module, "mlm"):
@@ -87,45 +85,23 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
 
 
 def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
-    from bert_tf.finetuning import MODEL_FILE, TASK_FILE, load_finetuned
-    from export.modules import ClassifierModule, Preprocessor
-    from export.task_modules import MultipleChoiceModule, SpanQAModule, TaggerModule
+    from bert_tf.finetuning import MODEL_FILE, load_finetuned
+    from bert_tf.serving import Preprocessor
+    from bert_tf.tasks import task_info
 
-    if not model_dir or not os.path.exists(os.path.join(model_dir, MODEL_FILE)):
-        raise FileNotFoundError(f"--model_dir={model_dir}: no fine-tuned model ({MODEL_FILE}, {TASK_FILE}); "
-                                f"train one with {TRAINED_BY[kind]}")
-    with open(os.path.join(model_dir, TASK_FILE), encoding="utf-8") as f:
-        info = json.load(f)
-    if info["kind"] not in TASK_KINDS[kind]:
-        fitting = next((k for k, kinds in TASK_KINDS.items() if info["kind"] in kinds), None)
-        raise ValueError(f"--model_dir={model_dir} holds a {info['kind']} model ({info['task']}); "
-                         f"--kind={kind} exports {' and '.join(TASK_KINDS[kind])} models"
-                         + (f"; use --kind={fitting}" if fitting else ""))
-    preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), info["do_lower_case"],
-                                seq_length or info["max_seq_length"])
-    model = load_finetuned(model_dir)
-    if kind == "classifier":
-        return ClassifierModule(model, preprocessor, info["labels"], pairs=info["pairs"],
-                                regression=info["kind"] == "regression",
-                                labels_file=_labels_file(info["labels"], scratch))
-    if kind == "span_qa":
-        return SpanQAModule(model, preprocessor, max_query_length=info["max_query_length"],
-                            doc_stride=doc_stride or info["doc_stride"], max_answer_length=info["max_answer_length"],
-                            version_2=info["version_2_with_negative"],
-                            null_threshold=info.get("null_score_diff_threshold"))
-    if kind == "tagger":
-        module = TaggerModule(model, preprocessor, info["labels"], doc_stride)
-        module.labels_file = tf.saved_model.Asset(_labels_file(info["labels"], scratch))
-        return module
-    return MultipleChoiceModule(model, preprocessor)
-
-
-def _labels_file(labels, directory) -> str:
-    from bert_tf.training import write_lines
-
-    path = os.path.join(directory, "labels.txt")
-    write_lines(path, labels)
-    return path
+    family = tasks.family_for_export(kind)
+    info = task_info.read(model_dir) if model_dir and os.path.exists(os.path.join(model_dir, MODEL_FILE)) else None
+    if info is None:
+        raise FileNotFoundError(f"--model_dir={model_dir}: no fine-tuned model ({MODEL_FILE}, {task_info.FILE}); "
+                                f"train one with {family.program}")
+    trained_by = tasks.family_of_kind(info.kind)
+    if trained_by is not family:
+        raise ValueError(f"--model_dir={model_dir} holds a {info.kind} model ({info.task}); --kind={kind} exports "
+                         f"{' and '.join(family.kinds)} models; use --kind={trained_by.export_kind}")
+    preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), info.do_lower_case,
+                                seq_length or info.max_seq_length)
+    return family.serving_module(load_finetuned(model_dir), info, preprocessor, doc_stride=doc_stride,
+                                 scratch=scratch)
 
 
 def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
@@ -144,8 +120,8 @@ def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
 
 
 def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length, top_k):
-    from export.modules import EncoderModule, Preprocessor
-    from export.task_modules import MaskedLMModule, MaskedLMSubModule
+    from bert_tf.serving import Preprocessor
+    from export.modules import EncoderModule, MaskedLMModule, MaskedLMSubModule
 
     if not bert_config_file:
         raise ValueError(f"--kind={kind} needs --bert_config_file (and --init_checkpoint)")

@@ -38,7 +38,8 @@ SERVING_FACTS = {  # release: (TensorFlow, tensorflow-text linked, what it lacks
 def finetuned(minilm_dir, tmp_path_factory):
     """A small MRPC-format classifier fine-tuned for a few steps (tiny random encoder, the real uncased vocab)."""
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import get_task
     from tests.test_finetuning import _pair_task
 
@@ -96,7 +97,8 @@ def _load_elsewhere(export_dir, tmp_path, signature, inputs):
 
 
 def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path):
-    from bert_tf.finetuning import encode, load_finetuned
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.tasks.classification import encode
     from bert_tf.tasks import Example
     from export.exporting import export
 
@@ -128,7 +130,7 @@ def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path)
 
 
 def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):
-    from bert_tf.finetuning import encode
+    from bert_tf.tasks.classification import encode
     from bert_tf.tasks import Example
     from export.exporting import export
 

@@ -28,11 +28,11 @@ def _sharpen(head, factor=200.0):
 
 
 def _model_dir(tmp_path, model, task, options, vocab, extra):
-    from bert_tf.finetuning import _save
+    from bert_tf import finetuning
 
     directory = tmp_path / "model"
     directory.mkdir()
-    _save(model, task, _config(), vocab, str(directory), options, 5e-5, 0, extra=extra)
+    finetuning.save(model, task, _config(), vocab, str(directory), options, 5e-5, 0, **extra)
     return directory
 
 
@@ -52,7 +52,7 @@ def test_windows_match_the_original_loop_and_max_context():
     import tensorflow as tf
 
     from bert_tf.tasks.squad import _max_context
-    from export import windows
+    from bert_tf.tasks import windows
 
     rng = np.random.default_rng(0)
     for _ in range(100):
@@ -73,7 +73,7 @@ def test_windows_match_the_original_loop_and_max_context():
 
 @pytest.mark.parametrize("version_2", [False, True])
 def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
-    from bert_tf.finetuning import SquadOptions, squad_task
+    from bert_tf.tasks.span_qa import SquadOptions, squad_task
     from bert_tf.models import BertEncoder, BertSpanQA
     from bert_tf.tasks import squad
     from bert_tf.tokenization import FullTokenizer
@@ -139,7 +139,7 @@ def _reference_tags(model, tokenizer, words, tags, seq, stride):
 
 
 def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
-    from bert_tf.finetuning import NerOptions
+    from bert_tf.tasks.tagging import NerOptions
     from bert_tf.models import BertEncoder, BertTokenClassifier
     from bert_tf.tasks import get_task, ner
     from bert_tf.tokenization import FullTokenizer
@@ -173,7 +173,8 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
 
 
 def test_multiple_choice_export_scores_endings(minilm_dir, tmp_path):
-    from bert_tf.finetuning import FinetuneOptions, encode
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.multiple_choice import FAMILY as MULTIPLE_CHOICE
     from bert_tf.models import BertEncoder, BertMultipleChoice
     from bert_tf.tasks import Example, get_task
     from export.exporting import export
@@ -189,8 +190,9 @@ def test_multiple_choice_export_scores_endings(minilm_dir, tmp_path):
     export("multiple_choice", str(tmp_path / "mc"), model_dir=str(directory))
     served, _ = _load_elsewhere(tmp_path / "mc", tmp_path, "serving_default",
                                 {"context": contexts, "endings": endings})
-    logits = model.predict(encode([Example(str(i), c, choices=tuple(e)) for i, (c, e) in
-                                   enumerate(zip(contexts, endings))], vocab, True, 24), verbose=0)["logits"]
+    logits = model.predict(MULTIPLE_CHOICE.features([Example(str(i), c, choices=tuple(e)) for i, (c, e) in
+                                                     enumerate(zip(contexts, endings))], vocab, True, 24),
+                           verbose=0)["logits"]
     want = np.exp(logits - logits.max(-1, keepdims=True))
     want /= want.sum(-1, keepdims=True)
     np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)

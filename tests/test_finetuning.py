@@ -155,7 +155,8 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
     import tensorflow_datasets as tfds
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
 
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
@@ -189,7 +190,7 @@ def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypa
     import tensorflow as tf
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, build_model, fit
+    from bert_tf.finetuning import FinetuneOptions, fit
     from bert_tf.models import BertClassifier
 
     traces = []
@@ -200,7 +201,7 @@ def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypa
     options = FinetuneOptions(do_train=True, train_batch_size=4, num_train_epochs=2)
     ids = np.random.default_rng(0).integers(1, 64, (8, 8)).astype(np.int32)
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
-    model = fit(lambda: build_model(get_task("mrpc"), config, options), inputs,
+    model = fit(lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate), inputs,
                 {"logits": np.array([0, 1] * 4, np.int32)}, options, 1e-3, 1, tf.distribute.get_strategy())
     assert model.optimizer.iterations.numpy() == 4 and len(traces) == 1
 
@@ -287,7 +288,8 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     from bench.common import docstring_lines
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
 
     sentences = [line for line in docstring_lines() if len(set(line.split())) >= 4][:60]
     rng = random.Random(0)

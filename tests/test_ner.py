@@ -112,7 +112,8 @@ def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
     import tensorflow_datasets as tfds
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import NerOptions, SquadOptions, run_ner, run_squad
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
+    from bert_tf.tasks.tagging import NerOptions, run_ner
 
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)

@@ -265,7 +265,8 @@ def test_run_classifier_steps_match_the_original(tmp_path):
     """`run_classifier` (library function behind the CLI) on a tiny MRPC-format task: the whole training set is one
     batch, so every step sees the same examples in any order; 10 % warmup, then linear decay."""
     from bert_tf import checkpoints
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import get_task
 
     import keras
@@ -333,7 +334,8 @@ def test_task_losses_are_the_originals_on_the_same_logits(tiny_config):
     import keras
 
     from bert_tf import BertEncoder
-    from bert_tf.finetuning import SPAN_LOSS_WEIGHTS, task_losses
+    from bert_tf.finetuning import task_losses
+    from bert_tf.tasks.span_qa import SPAN_LOSS_WEIGHTS
     from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanQA, BertTokenClassifier
 
     rng = np.random.default_rng(5)

@@ -140,7 +140,7 @@ def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
 
 def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
     from bert_tf import BertConfig
-    from bert_tf.finetuning import SquadOptions, run_squad
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
 
     config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
     train = _year_task(tmp_path / "train.json", 150, 0, version_2=True)

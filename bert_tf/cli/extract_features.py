@@ -5,7 +5,7 @@
       --max_seq_length=128 --batch_size=8
 
 Input: one text per line, or `text_a ||| text_b`. Output: one JSON object per line with every token's values at
-each requested layer. In Python, `bert_tf.tasks.features.combine_layers` gives the paper's feature-based variants.
+each requested layer. In Python, `bert_tf.feature_extraction.combine_layers` gives the paper's feature-based variants.
 """
 
 from absl import flags
@@ -30,7 +30,7 @@ def main(argv):
     from bert_tf.config import BertConfig
     from bert_tf.models import BertEncoder
     from bert_tf.tasks import DataError
-    from bert_tf.tasks.features import extract, read_lines
+    from bert_tf.feature_extraction import extract, read_lines
     from bert_tf.tokenization import FullTokenizer, VocabError
     from bert_tf.training import restore_weights
 

@@ -28,7 +28,8 @@ def main(argv):
     del argv
     f = flags.FLAGS
     from bert_tf.config import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, run_classifier
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import DataError, get_task
 
     try:

@@ -25,7 +25,7 @@ def main(argv):
     del argv
     f = flags.FLAGS
     from bert_tf.config import BertConfig
-    from bert_tf.finetuning import NerOptions, run_ner
+    from bert_tf.tasks.tagging import NerOptions, run_ner
     from bert_tf.tasks import DataError
 
     try:

@@ -35,7 +35,7 @@ def main(argv):
     del argv
     f = flags.FLAGS
     from bert_tf.config import BertConfig
-    from bert_tf.finetuning import SquadOptions, run_squad
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
     from bert_tf.tasks import DataError
 
     try:

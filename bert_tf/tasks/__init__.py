@@ -1,13 +1,22 @@
-"""The one task registry shared by training, evaluation, prediction and export: `get_task("mrpc")`."""
+"""The one task registry shared by training, evaluation, prediction and export.
+
+`get_task("mrpc")` finds a task; `task.family` is the unit that trains, evaluates and exports it. The families
+are listed here once (`FAMILIES`); `family_of_kind` maps task.json's kind back to one and `family_for_export`
+maps an `export_saved_model --kind` to one. Nothing else switches on a task's kind.
+"""
 
 from __future__ import annotations
 
-from bert_tf.tasks.base import DataError, Example, Task
+import dataclasses
+
+from bert_tf.tasks.base import DataError, Example, Family, Task
 
 _REGISTRY: dict[str, Task] = {}
 
 
-def register(task: Task) -> Task:
+def register(task: Task, family: Family) -> Task:
+    """Adds `task`, trained, evaluated and exported by `family`; returns the registered task."""
+    task = dataclasses.replace(task, family=family)
     _REGISTRY[task.name] = task
     return task
 
@@ -29,21 +38,48 @@ def _key(name: str) -> str:
     return name.lower().replace("-", "").replace("_", "")
 
 
-from bert_tf.tasks import glue  # noqa: E402  (registers the GLUE tasks)
-from bert_tf.tasks.ner import NerTask  # noqa: E402
-from bert_tf.tasks.swag import SwagTask  # noqa: E402
-from bert_tf.tasks.xnli import LANGUAGES, XnliTask  # noqa: E402
+from bert_tf.tasks import classification, multiple_choice, span_qa, tagging  # noqa: E402
+from bert_tf.tasks import glue, ner, swag, xnli  # noqa: E402
 
-for _language in LANGUAGES:
-    register(XnliTask(f"xnli-{_language}", labels=("contradiction", "entailment", "neutral"), language=_language))
-register(XnliTask("xnli", labels=("contradiction", "entailment", "neutral"), language="zh"))  # the original default
-register(NerTask("conll2003", kind="tagging", metric_names=("precision", "recall", "f1"), main_metric="f1"))
-register(SwagTask("swag", kind="multiple_choice", labels=("0", "1", "2", "3")))
-register(Task("squad", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
+FAMILIES: tuple[Family, ...] = (classification.FAMILY, span_qa.FAMILY, tagging.FAMILY, multiple_choice.FAMILY)
+
+
+def family_of_kind(kind: str) -> Family:
+    """The family that wrote `kind` into a task.json."""
+    for family in FAMILIES:
+        if kind in family.kinds:
+            return family
+    raise DataError(f"task kind {kind!r} is not one of {', '.join(k for f in FAMILIES for k in f.kinds)}")
+
+
+def family_for_export(export_kind: str) -> Family:
+    """The family whose models `export_saved_model --kind=<export_kind>` exports."""
+    for family in FAMILIES:
+        if family.export_kind == export_kind:
+            return family
+    raise ValueError(f"--kind={export_kind!r}: no task family exports it")
+
+
+def export_kinds() -> tuple[str, ...]:
+    return tuple(family.export_kind for family in FAMILIES)
+
+
+for _task in glue.TASKS:
+    register(_task, classification.FAMILY)
+for _language in xnli.LANGUAGES:
+    register(xnli.XnliTask(f"xnli-{_language}", labels=("contradiction", "entailment", "neutral"),
+                           language=_language), classification.FAMILY)
+register(xnli.XnliTask("xnli", labels=("contradiction", "entailment", "neutral"), language="zh"),  # the original's
+         classification.FAMILY)
+register(ner.NerTask("conll2003", metric_names=("precision", "recall", "f1"), main_metric="f1"), tagging.FAMILY)
+register(swag.SwagTask("swag", labels=("0", "1", "2", "3")), multiple_choice.FAMILY)
+register(Task("squad", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")), span_qa.FAMILY)
+register(Task("squad2", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")), span_qa.FAMILY)
 # Derived from any corpus without hand labels, by the quickstart: is the sentence as written, or are its words
 # shuffled? TSVs with a header: label, sentence.
 register(glue.GlueTask("word_order", labels=("original", "shuffled"), splits=("train", "dev"),
-                       files={"train": "train.tsv", "dev": "dev.tsv"}, columns={"train": glue.Columns(1, None, 0)}))
-register(Task("squad2", kind="span_qa", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")))
+                       files={"train": "train.tsv", "dev": "dev.tsv"}, columns={"train": glue.Columns(1, None, 0)}),
+         classification.FAMILY)
 
-__all__ = ["DataError", "Example", "Task", "get_task", "register", "task_names"]
+__all__ = ["DataError", "Example", "FAMILIES", "Family", "Task", "export_kinds", "family_for_export",
+           "family_of_kind", "get_task", "register", "task_names"]

@@ -1,4 +1,4 @@
-"""What every fine-tuning task provides: examples from its files, its labels, its head and its official metric."""
+"""What the registry knows of every fine-tuning task and task family; the families fill in the rest."""
 
 from __future__ import annotations
 
@@ -38,28 +38,58 @@ class Example:
     choices: tuple[str, ...] = ()
 
 
+class Family:
+    """A task family: what fine-tuning, evaluation and export need to know about one kind of task, in one unit.
+
+    Each family is a subclass in its own module (`classification`, `multiple_choice`, `span_qa`, `tagging`) with
+    its features, head model, metrics and postprocessing, runner and serving module; the registry in
+    `bert_tf.tasks` lists the families and is the only place that maps a kind or an export kind to one.
+
+    `kinds`: the kinds it writes in task.json (the first is the default); `export_kind`: its `export_saved_model
+    --kind`; `program`: the CLI that trains it; `export_flags`: the export CLI's flags it reads besides the
+    model directory and sequence length.
+    """
+
+    kinds: tuple[str, ...] = ()
+    export_kind: str = ""
+    program: str = ""
+    export_flags: frozenset[str] = frozenset()
+
+    def kind(self, task: "Task") -> str:
+        """The kind task.json records for `task`."""
+        return self.kinds[0]
+
+    def num_outputs(self, task: "Task") -> int:
+        return len(task.labels)
+
+    def serving_module(self, model, info, preprocessor, *, doc_stride: int | None, scratch: str):
+        """The SavedModel module that serves `model` (fine-tuned as `info`, a TaskInfo) on raw strings, with
+        `preprocessor` (a `bert_tf.serving.Preprocessor`) packing its inputs; `scratch`: a directory for files
+        that become assets."""
+        raise NotImplementedError
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """A fine-tuning task as the registry knows it.
 
-    `kind` says which model serves it ("classification", "regression"); `labels` are the class names in output
-    order; `metric_names` the official metrics, `main_metric` the one that chooses between hyper-parameters.
-    Subclasses read their own file formats (`examples`) and compute their metrics (`metrics`).
+    `family` is the Family that trains, evaluates and exports it (set by `bert_tf.tasks.register`); `labels` are
+    the class names in output order; `metric_names` the official metrics, `main_metric` the one that chooses
+    between hyper-parameters; `regression` marks a task with one real-valued output (STS-B).
     """
 
     name: str
-    kind: str = "classification"
     labels: tuple[str, ...] = ()
     metric_names: tuple[str, ...] = ("accuracy",)
     main_metric: str = "accuracy"
     splits: tuple[str, ...] = ("train", "dev", "test")
+    regression: bool = False
+    family: Family | None = dataclasses.field(default=None, compare=False, repr=False)
 
-    def examples(self, data_dir: str, split: str) -> list[Example]:
-        raise NotImplementedError
-
-    def metrics(self, predictions, labels) -> dict[str, float]:
-        raise NotImplementedError
+    @property
+    def kind(self) -> str:
+        return self.family.kind(self)
 
     @property
     def num_outputs(self) -> int:
-        return 1 if self.kind == "regression" else len(self.labels)
+        return self.family.num_outputs(self)

@@ -15,7 +15,6 @@ import sys
 from absl import logging
 
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks import register  # defined before bert_tf.tasks imports this module
 from bert_tf.tasks.base import DataError, Example, Task, open_text
 
 _METRICS = {"accuracy": metrics_lib.accuracy, "f1": metrics_lib.f1, "mcc": metrics_lib.matthews_corrcoef,
@@ -80,7 +79,7 @@ class GlueTask(Task):
     def _label(self, value, path, number):
         if value is None:
             return None
-        if self.kind == "regression":
+        if self.regression:
             try:
                 return float(value)
             except ValueError:
@@ -109,7 +108,7 @@ class GlueTask(Task):
         examples = []
         for row in tfds.as_numpy(dataset):
             raw = row["label"]
-            if self.kind == "regression":
+            if self.regression:
                 label = float(raw) if split.startswith(("train", "dev")) else None
             elif raw < 0:
                 label = None
@@ -134,7 +133,7 @@ class GlueTask(Task):
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write("index\tprediction\n")
             for guid, prediction in zip(guids, predictions):
-                value = f"{min(max(float(prediction), 0.0), 5.0):.3f}" if self.kind == "regression" \
+                value = f"{min(max(float(prediction), 0.0), 5.0):.3f}" if self.regression \
                     else self.labels[int(prediction)]
                 f.write(f"{guid}\t{value}\n")
         os.replace(path + ".tmp", path)
@@ -145,7 +144,7 @@ _PAIR_TEST = Columns(text_a=1, text_b=2, label=None, guid=0)
 _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
 
-for _task in [
+TASKS = [
     GlueTask("cola", labels=_BINARY, metric_names=("mcc",), main_metric="mcc",
              files={"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
              columns={"train": Columns(3, None, 1, header=False), "test": Columns(1, None, None, guid=0)},
@@ -157,7 +156,7 @@ for _task in [
              files={"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
              columns={"train": Columns(3, 4, 0), "test": Columns(3, 4, None, guid=0)},
              tfds=("sentence1", "sentence2"), submission={"test": "MRPC.tsv"}),
-    GlueTask("sts-b", kind="regression", metric_names=("pearson", "spearman"), main_metric="spearman",
+    GlueTask("sts-b", regression=True, metric_names=("pearson", "spearman"), main_metric="spearman",
              files={"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
              columns={"train": Columns(7, 8, 9), "test": Columns(7, 8, None, guid=0)},
              tfds=("sentence1", "sentence2"), submission={"test": "STS-B.tsv"}),
@@ -180,5 +179,4 @@ for _task in [
     GlueTask("wnli", labels=_BINARY, files={"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
              columns={"train": Columns(1, 2, 3), "test": _PAIR_TEST},
              tfds=("sentence1", "sentence2"), submission={"test": "WNLI.tsv"}),
-]:
-    register(_task)
+]

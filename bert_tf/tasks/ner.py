@@ -15,6 +15,7 @@ import numpy as np
 
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Task, open_text
+from bert_tf.tokenization import pack_inputs
 
 FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 
@@ -138,19 +139,18 @@ def encode(sentences, tokenizer, tags, max_seq_length, label_all_subtokens=False
     cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
     for row, (sentence_index, first, words) in enumerate(spans):
         sentence = sentences[sentence_index]
-        tokens, position = [cls], 1
+        pieces, position = [], 1
         for offset, word_pieces in enumerate(words):
             tag = sentence.tags[first + offset] if sentence.tags else "O"
             for k, piece_id in enumerate(tokenizer.convert_tokens_to_ids(word_pieces)):
-                tokens.append(piece_id)
+                pieces.append(piece_id)
                 if k == 0 or label_all_subtokens:
                     inner = "I-" + tag[2:] if k and tag.startswith("B-") and ("I-" + tag[2:]) in index else tag
                     labels[row, position] = index.get(inner, 0)
                     weights[row, position] = 1.0
                 position += 1
-        tokens.append(sep)
-        ids[row, :len(tokens)] = tokens
-        mask[row, :len(tokens)] = 1
+        packed = pack_inputs(pieces, None, max_seq_length, cls, sep)
+        ids[row], mask[row] = packed["input_word_ids"], packed["input_mask"]
     inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
     return inputs, labels, weights, spans
 

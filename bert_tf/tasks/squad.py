@@ -19,7 +19,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.tasks.base import DataError, open_text
-from bert_tf.tokenization import basic_tokenize
+from bert_tf.tokenization import basic_tokenize, pack_inputs
 
 
 @dataclasses.dataclass
@@ -185,24 +185,16 @@ def convert_examples(examples, tokenizer, max_seq_length=384, doc_stride=128, ma
         if not spans:
             spans = [(0, 0)]
         piece_ids = tokenizer.convert_tokens_to_ids(pieces)
+        first = len(query) + 2  # the window's first position: after [CLS] question [SEP]
         for span_index, (start, length) in enumerate(spans):
-            ids = [cls] + query + [sep]
-            types = [0] * len(ids)
-            token_to_word, max_context = {}, {}
-            for i in range(length):
-                token_to_word[len(ids)] = piece_to_word[start + i]
-                max_context[len(ids)] = _max_context(spans, span_index, start + i)
-                ids.append(piece_ids[start + i])
-                types.append(1)
-            ids.append(sep)
-            types.append(1)
-            mask = [1] * len(ids)
-            pad = max_seq_length - len(ids)
-            feature = SquadFeature(example_index, ids + [0] * pad, mask + [0] * pad, types + [0] * pad,
-                                   token_to_word, max_context)
+            packed = pack_inputs(query, piece_ids[start:start + length], max_seq_length, cls, sep)
+            token_to_word = {first + i: piece_to_word[start + i] for i in range(length)}
+            max_context = {first + i: _max_context(spans, span_index, start + i) for i in range(length)}
+            feature = SquadFeature(example_index, packed["input_word_ids"], packed["input_mask"],
+                                   packed["input_type_ids"], token_to_word, max_context)
             if is_training and not example.is_impossible:
                 if start <= answer_start and answer_end <= start + length - 1:
-                    offset = len(query) + 2 - start
+                    offset = first - start
                     feature.start_position, feature.end_position = answer_start + offset, answer_end + offset
                 # else: the answer is outside this window; the target is [CLS] (position 0), as the original
             features.append(feature)

@@ -56,7 +56,7 @@ def read_lines(path: str) -> list[tuple[str, str | None]]:
 def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4), max_seq_length: int = 128,
             batch_size: int = 32) -> int:
     """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines."""
-    from bert_tf.tokenization import truncate_pair
+    from bert_tf.tokenization import pack_inputs
 
     num_layers = encoder.bert_config.num_hidden_layers
     for layer in layers:
@@ -67,22 +67,13 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
     with open(tmp, "w", encoding="utf-8") as out:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start:start + batch_size]
-            tokens, ids, types = [], [], []
-            for a, b in batch:
-                pieces_a = tokenizer.tokenize(a)
-                pieces_b = tokenizer.tokenize(b) if b is not None else None
-                truncate_pair(pieces_a, pieces_b, max_seq_length - (3 if pieces_b is not None else 2))
-                row = ["[CLS]"] + pieces_a + ["[SEP]"]
-                row_types = [0] * len(row)
-                if pieces_b is not None:
-                    row += pieces_b + ["[SEP]"]
-                    row_types += [1] * (len(pieces_b) + 1)
-                tokens.append(row)
-                ids.append(tokenizer.convert_tokens_to_ids(row) + [0] * (max_seq_length - len(row)))
-                types.append(row_types + [0] * (max_seq_length - len(row)))
-            mask = [[1] * len(row) + [0] * (max_seq_length - len(row)) for row in tokens]
-            outputs = encoder({"input_word_ids": np.array(ids, np.int32), "input_mask": np.array(mask, np.int32),
-                               "input_type_ids": np.array(types, np.int32)})["encoder_outputs"]
+            packed = [pack_inputs(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(a)),
+                                  None if b is None else tokenizer.convert_tokens_to_ids(tokenizer.tokenize(b)),
+                                  max_seq_length, vocab=tokenizer.vocab) for a, b in batch]
+            arrays = {key: np.array([row[key] for row in packed], np.int32) for key in packed[0]}
+            tokens = [tokenizer.convert_ids_to_tokens(row["input_word_ids"][:sum(row["input_mask"])])
+                      for row in packed]
+            outputs = encoder(arrays)["encoder_outputs"]
             chosen = {layer: outputs[layer].numpy() for layer in layers}
             for offset, row in enumerate(tokens):
                 features = [{"token": token, "layers": [

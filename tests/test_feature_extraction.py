@@ -47,7 +47,7 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
 def test_layer_combinations():
     import tensorflow as tf
 
-    from bert_tf.tasks.features import VARIANTS, combine_layers
+    from bert_tf.feature_extraction import VARIANTS, combine_layers
 
     rng = np.random.default_rng(0)
     layers = [tf.constant(rng.normal(size=(2, 3, 4)), tf.float32) for _ in range(6)]

@@ -1,0 +1,258 @@
+"""The span-QA family: extractive question answering as SQuAD v1.1 and v2.0 (paper sections 4.2 and 4.3).
+
+`run_squad` fine-tunes and predicts as the original run_squad.py, on the windows `bert_tf.tasks.squad` cuts from
+each context with the original's FullTokenizer; the exported `SpanQAModule` cuts the same windows in the graph
+(`bert_tf.tasks.windows`) and picks answers by the same rules, which the tests hold equal to `run_squad`'s
+predictions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import finetuning
+from bert_tf.serving import hold, string_spec
+from bert_tf.tasks import squad, squad_eval, windows
+from bert_tf.tasks.base import DataError, Family
+from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.training import write_results
+
+SPAN_LOSS_WEIGHTS = {"start_logits": 0.5, "end_logits": 0.5}  # run_squad.py: (start_loss + end_loss) / 2
+NEG = -1e30  # "no candidate" score: finite, so that serving JSON stays valid
+
+
+class SpanQA(Family):
+    kinds = ("span_qa",)
+    export_kind = "span_qa"
+    program = "run_squad"
+    export_flags = frozenset({"doc_stride"})
+
+    def build_model(self, task, config, dropout_rate: float):
+        from bert_tf.models import BertEncoder, BertSpanQA
+
+        return BertSpanQA(BertEncoder(config), dropout_rate=dropout_rate)
+
+    def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
+        return SpanQAModule(model, preprocessor, max_query_length=info.max_query_length,
+                            doc_stride=doc_stride or info.doc_stride, max_answer_length=info.max_answer_length,
+                            version_2=info.version_2_with_negative, null_threshold=info.null_score_diff_threshold)
+
+
+FAMILY = SpanQA()
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadOptions(finetuning.FinetuneOptions):
+    """`run_squad`'s settings: the original run_squad.py's defaults. `null_score_diff_threshold` None means: search
+    τ on the predict file when it has answers (SQuAD 2.0), save it with the model, and use it."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float | None = None
+    train_batch_size: int = 32
+    learning_rates: tuple[float, ...] = (5e-5,)
+    num_train_epochs: float = 3.0
+    dropout_rate: float = 0.0  # on the token features; the original's span head has none
+
+    def check(self):
+        if not (self.do_train or self.do_predict):
+            raise ValueError("at least one of --do_train and --do_predict must be set")
+        if len(self.learning_rates) * self.num_restarts > 1 and not self.do_predict:
+            raise ValueError("choosing among several --learning_rate values or --num_restarts needs --do_predict "
+                             "on a --predict_file with answers")
+
+
+def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, train_file: str | None = None,
+              predict_file: str | None = None, strategy=None, tfds_name: str | None = None,
+              tfds_data_dir: str | None = None) -> dict:
+    """Fine-tunes on SQuAD and/or predicts, as the original run_squad.py: writes `predictions.json`,
+    `nbest_predictions.json`, `null_odds.json` (2.0), and with answers in the predict file the official figures in
+    `eval_results.txt`. With `tfds_name` (e.g. "squad/v1.1", prepared) its train and validation splits replace the
+    files. Returns the figures."""
+    from bert_tf.tokenization import FullTokenizer
+
+    options.check()
+    strategy = strategy or tf.distribute.get_strategy()
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    version_2 = options.version_2_with_negative
+    convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
+                   max_query_length=options.max_query_length)
+    def source(path, split, is_training):
+        if tfds_name:
+            data = squad.tfds_data(tfds_name, split, tfds_data_dir)
+            return squad.parse_examples(data, is_training, version_2, f"{tfds_name}:{split}"), data
+        if not path:
+            flag = "train" if is_training else "predict"
+            raise DataError(f"--do_{flag} needs --{flag}_file (or --tfds_name)")
+        return squad.read_examples(path, is_training, version_2)
+
+    train_examples = source(train_file, "train", True)[0] if options.do_train else None
+    if options.do_predict:
+        predict_examples, predict_data = source(predict_file, "validation", False)
+        predict_features = squad.convert_examples(predict_examples, tokenizer, **convert)
+        has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
+    os.makedirs(output_dir, exist_ok=True)
+    results: dict = {}
+
+    def predict(model, threshold):
+        outputs = model.predict(squad.feature_arrays(predict_features), batch_size=options.predict_batch_size,
+                                verbose=0)
+        return squad.postprocess(predict_examples, predict_features, outputs["start_logits"],
+                                 outputs["end_logits"], tokenizer, n_best_size=options.n_best_size,
+                                 max_answer_length=options.max_answer_length, version_2=version_2,
+                                 null_threshold=threshold, do_lower_case=options.do_lower_case)
+
+    def figures(model):
+        threshold = options.null_score_diff_threshold
+        predictions, best_non_null, nbest, null_odds = predict(model, 0.0 if threshold is None else threshold)
+        scores = {}
+        if has_answers:
+            if version_2 and threshold is None:  # the τ search on this data
+                scores["best_f1"], threshold = squad_eval.best_threshold(predict_data, best_non_null, null_odds)
+                scores["best_f1_thresh"] = threshold
+                predictions = {q: "" if null_odds[q] > threshold else best_non_null[q] for q in best_non_null}
+            scores.update(squad_eval.evaluate(predict_data, predictions))
+        return scores, (predictions, nbest, null_odds), threshold
+
+    build = lambda: FAMILY.build_model(None, config, options.dropout_rate)  # noqa: E731
+    if options.do_train:
+        features = squad.convert_examples(train_examples, tokenizer, is_training=True, **convert)
+        inputs = squad.feature_arrays(features)
+        labels = {"start_logits": np.array([f.start_position for f in features], np.int32),
+                  "end_logits": np.array([f.end_position for f in features], np.int32)}
+        model, results["grid"], learning_rate, seed = finetuning.grid_search(
+            options, lambda rate, seed: finetuning.fit(build, inputs, labels, options, rate, seed, strategy,
+                                                       SPAN_LOSS_WEIGHTS),
+            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1")
+    else:
+        model = finetuning.existing_model(output_dir, build, options)
+        learning_rate = seed = None
+
+    threshold = options.null_score_diff_threshold
+    if options.do_predict:
+        if threshold is None and not has_answers and not options.do_train:
+            threshold = _saved_threshold(output_dir)
+            options = dataclasses.replace(options, null_score_diff_threshold=threshold)
+        scores, (predictions, nbest, null_odds), threshold = figures(model)
+        finetuning.write_json(os.path.join(output_dir, "predictions.json"), predictions)
+        finetuning.write_json(os.path.join(output_dir, "nbest_predictions.json"), nbest)
+        if version_2:
+            finetuning.write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
+        if scores:
+            write_results(os.path.join(output_dir, "eval_results.txt"),
+                          {**scores, **finetuning.global_step(model, output_dir, options.do_train)})
+        results["predict"] = scores
+    if options.do_train:
+        finetuning.save(model, squad_task(version_2), config, vocab_file, output_dir, options, learning_rate, seed,
+                        doc_stride=options.doc_stride, max_query_length=options.max_query_length,
+                        max_answer_length=options.max_answer_length, version_2_with_negative=version_2,
+                        null_score_diff_threshold=threshold if version_2 else None)
+    return results
+
+
+def squad_task(version_2: bool):
+    from bert_tf.tasks import get_task
+
+    return get_task("squad2" if version_2 else "squad")
+
+
+def _saved_threshold(directory):
+    from bert_tf.tasks import task_info
+
+    info = task_info.read(directory)
+    value = info.null_score_diff_threshold if info is not None else None
+    return 0.0 if value is None else float(value)
+
+
+# ------------------------------------------------------------------------------------------------- serving
+class SpanQAModule(tf.Module):
+    """Extractive QA on raw text (see the module docstring). Exact with the library's `run_squad` prediction
+    (`bert_tf.tasks.squad.convert_examples` + `postprocess`): the same windows, top-`n_best_size` starts and ends,
+    answer-length limit and max-context rule."""
+
+    def __init__(self, model, preprocessor, *, max_query_length=64, doc_stride=128, max_answer_length=30,
+                 n_best_size=20, version_2=False, null_threshold=0.0, name="span_qa"):
+        super().__init__(name=name)
+        room = preprocessor.seq_length - max_query_length - 3
+        if room < 1:
+            raise ValueError(f"--seq_length={preprocessor.seq_length} leaves no room for the context after a "
+                             f"question of up to {max_query_length} pieces")
+        hold(self, "model", model)
+        self.preprocessor = preprocessor
+        self.max_query_length, self.doc_stride = max_query_length, doc_stride
+        self.max_answer_length, self.n_best_size = max_answer_length, n_best_size
+        self.version_2 = version_2
+        self.null_threshold = tf.Variable(float(null_threshold or 0.0), trainable=False, name="null_threshold")
+        self.serve = tf.function(self._serve, input_signature=[string_spec("question"), string_spec("context")])
+
+    def _serve(self, question, context):
+        pre = self.preprocessor
+        seq = pre.seq_length
+        query = pre.tokenizer(question)[:, :self.max_query_length]
+        doc, starts, ends = pre.tokenizer.tokenize_with_offsets(context)
+        example, first, length = windows.plan(doc.row_lengths(), seq - query.row_lengths() - 3, self.doc_stride)
+        inputs = pack_inputs_graph([tf.gather(query, example), windows.gather_windows(doc, example, first, length)],
+                                   seq, pre._cls, pre._sep)
+        outputs = self.model(inputs)
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [W, seq]
+        offset = tf.gather(query.row_lengths(), example) + 2  # position of the window's first context piece
+        best_context = windows.max_context(example, first, length, seq)  # [W, seq], by context position
+
+        k = min(self.n_best_size, seq)
+        start_values, start_at = tf.math.top_k(start_logits, k)
+        end_values, end_at = tf.math.top_k(end_logits, k)
+        start_at, end_at = tf.cast(start_at, tf.int64), tf.cast(end_at, tf.int64)
+
+        def in_context(position):
+            return (position >= offset[:, None]) & (position < (offset + length)[:, None])
+
+        start_ok = in_context(start_at) & tf.gather(best_context, tf.clip_by_value(start_at - offset[:, None], 0,
+                                                                                   seq - 1), batch_dims=1)
+        span = end_at[:, None, :] - start_at[:, :, None]  # [W, k, k]
+        valid = (start_ok[:, :, None] & in_context(end_at)[:, None, :] & (span >= 0)
+                 & (span < self.max_answer_length))
+        scores = tf.where(valid, start_values[:, :, None] + end_values[:, None, :], NEG)
+        flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
+        pick = tf.argmax(flat, axis=-1, output_type=tf.int64)
+        window_best = tf.reduce_max(flat, axis=-1)
+        start_pos = tf.gather(start_at, pick // k, batch_dims=1)
+        end_pos = tf.gather(end_at, pick % k, batch_dims=1)
+
+        batch = tf.size(question, out_type=tf.int64)
+        best = tf.math.unsorted_segment_max(window_best, example, batch)
+        window_ids = tf.range(tf.size(example, out_type=tf.int64))
+        chosen = tf.math.unsorted_segment_min(tf.where(window_best >= tf.gather(best, example), window_ids,
+                                                       tf.int64.max), example, batch)
+        found = best > NEG / 2
+        chosen = tf.where(found, chosen, 0)
+        # window position -> piece of the context -> byte span in the context
+        base = tf.gather(doc.row_splits, tf.gather(example, chosen)) + tf.gather(first, chosen)
+        piece_start = base + tf.gather(start_pos, chosen) - tf.gather(offset, chosen)
+        piece_end = base + tf.gather(end_pos, chosen) - tf.gather(offset, chosen)
+        last = tf.maximum(tf.size(starts.flat_values, out_type=tf.int64) - 1, 0)
+        safe = lambda values, i: tf.gather(tf.concat([values, [0]], 0), tf.clip_by_value(i, 0, last))  # noqa
+        byte_start = tf.where(found, safe(starts.flat_values, piece_start), 0)
+        byte_end = tf.where(found, safe(ends.flat_values, piece_end), 0)
+        result = {"score": tf.where(found, best, NEG)}
+        if self.version_2:
+            null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], example, batch)
+            diff = null - tf.where(found, best, -1e9)
+            found &= diff <= self.null_threshold
+            result["null_score_diff"] = diff
+            result["score"] = tf.where(found, best, null)
+        char = windows.char_offsets(context, tf.stack([byte_start, byte_end], axis=1))
+        result["answer"] = tf.where(found, tf.strings.substr(context, byte_start, byte_end - byte_start), "")
+        result["start"] = tf.where(found, char[:, 0], -1)
+        result["end"] = tf.where(found, char[:, 1], -1)
+        return result
+
+    def signatures(self) -> dict:
+        return {"serving_default": self.serve}
