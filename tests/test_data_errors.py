@@ -212,7 +212,7 @@ def _squad(d):
 
 def _lines(d):
     (d / "lines.txt").write_bytes(b"one\ntwo ||| three\n" + LATIN1 + b"\n")
-    from bert_tf.tasks.features import read_lines
+    from bert_tf.feature_extraction import read_lines
     return lambda: read_lines(str(d / "lines.txt")), d / "lines.txt", 3
 
 
