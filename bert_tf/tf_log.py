@@ -14,6 +14,7 @@ it (0 or more, INFO: every line; -1: warnings and errors; -2: errors); else 3.
 """
 
 import contextlib
+import io
 import os
 import re
 import subprocess
@@ -81,6 +82,31 @@ def filter_stream(level: int) -> None:
         sys.stdout.buffer.flush()
 
 
+class _Forward(io.TextIOBase):
+    """A text stream that writes to `target`, which can change: `sys.stderr` while TensorFlow loads, so that what a
+    handler made then keeps writes to the real stderr afterwards."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def write(self, text):
+        return self.target.write(text)
+
+    def flush(self):
+        self.target.flush()
+
+    def fileno(self):
+        return self.target.fileno()
+
+    def isatty(self):
+        return self.target.isatty()
+
+    @property
+    def encoding(self):
+        return self.target.encoding
+
+
 @contextlib.contextmanager
 def _stderr_through_filter(level: int):
     """Within the block, what C++ writes to file descriptor 2 goes through `filter_stream` in a child process, which
@@ -100,16 +126,18 @@ def _stderr_through_filter(level: int):
         yield
         return
     python_stderr = sys.stderr
-    sys.stderr = open(saved, "w", buffering=1, closefd=False, encoding=getattr(python_stderr, "encoding", None),
-                      errors="backslashreplace")
+    direct = open(saved, "w", buffering=1, closefd=False, encoding=getattr(python_stderr, "encoding", None),
+                  errors="backslashreplace")
+    sys.stderr = stand_in = _Forward(direct)
     os.dup2(child.stdin.fileno(), 2)
     try:
         yield
     finally:
-        sys.stderr.flush()
+        stand_in.flush()
         os.dup2(saved, 2)
-        sys.stderr.close()
+        stand_in.target = python_stderr  # log handlers made in the block (absl's, TensorFlow's) hold the stand-in
         sys.stderr = python_stderr
+        direct.close()
         os.close(saved)
         child.stdin.close()
         child.wait()
@@ -123,9 +151,6 @@ def quiet_import() -> None:
     level = choose_level()
     if level == 0:
         return
-    # absl's log handler takes the `sys.stderr` of the moment it is made; made while TensorFlow loads, it would keep
-    # the stand-in that the block closes
-    from absl import logging  # noqa: F401
     with _stderr_through_filter(level):
         import tensorflow  # noqa: F401
 
