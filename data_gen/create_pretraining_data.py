@@ -15,7 +15,7 @@ import sys
 from absl import flags
 
 # TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
-# they must start without TensorFlow (seconds and ~700 MB each).
+# they must start without TensorFlow, whose import costs each process seconds of CPU and hundreds of MB.
 
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of files and globs.")
 flags.DEFINE_string("output_file", None, "Output TFRecord files (comma-separated), or a directory for "

@@ -1,9 +1,8 @@
-"""Pretraining records in the original schema, encoded to protobuf wire format and framed as a TFRecord file with
-numpy and CRC-32C alone (no TensorFlow), so that data_gen workers do all of it.
+"""Pretraining records encoded to protobuf wire format and framed as a TFRecord file with numpy and CRC-32C alone
+(no TensorFlow), so that data_gen workers do all of it.
 
-Schema (google-research/bert run_pretraining.py reads exactly this): `input_ids`, `input_mask`, `segment_ids`
-int64[max_seq_length]; `masked_lm_positions`, `masked_lm_ids` int64[max_predictions_per_seq]; `masked_lm_weights`
-float[max_predictions_per_seq]; `next_sentence_labels` int64[1] (1 = B is a random sentence).
+The schema is `bert_tf.records.FEATURES`, which the caller passes in: this module is imported by the workers, which
+must not import `bert_tf` (any module of it loads TensorFlow).
 """
 
 from __future__ import annotations
@@ -12,10 +11,6 @@ import dataclasses
 
 import google_crc32c
 import numpy as np
-
-_FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels",
-           "masked_lm_weights")
-
 
 def _varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Varints of a non-negative int array [n, ...] -> (bytes [n, k * width], valid [n, k * width]): each of the k
@@ -81,17 +76,22 @@ def _masked(crcs: list[int]) -> np.ndarray:
     return (((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)).astype("<u4")
 
 
-def serialize(arrays: dict[str, np.ndarray]) -> Records:
-    """Row i of each array -> record i, one serialized tf.train.Example in the schema above.
+def serialize(arrays: dict[str, np.ndarray], features: dict[str, tuple]) -> Records:
+    """Row i of each array -> record i, one serialized tf.train.Example of the schema `features`
+    (`bert_tf.records.FEATURES`: name -> (dtype, length), in the order they are encoded); `arrays` has exactly
+    its names.
 
     The protobuf wire format is assembled with numpy for the whole batch at once (packed varints for int64 lists,
     little-endian floats, length-delimited fields): every piece of every record is a column block of one byte
     matrix with a validity mask (varints sit in slots of the widest one's width), and one boolean selection lays
-    all records out back to back. Building tf.train.Example objects one by one was 60 % of the generator's time.
+    all records out back to back. Building and serializing a tf.train.Example per record would cost many times
+    more than everything else a worker does for that record (BENCHMARKS.md, "Pretraining data generation").
     `tests/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares them, message for
     message, with `tf.train.Example`.
     """
-    n = len(arrays["input_ids"]) if arrays else 0
+    if arrays and set(arrays) != set(features):
+        raise ValueError(f"record fields {sorted(arrays)} are not the schema's {sorted(features)}")
+    n = len(next(iter(arrays.values()))) if arrays else 0
     if n == 0:
         return Records(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
     pieces: list[tuple[np.ndarray, np.ndarray | None]] = []  # column blocks: (bytes, valid or None if all are)
@@ -103,9 +103,9 @@ def serialize(arrays: dict[str, np.ndarray]) -> Records:
         pieces.append(_varint_matrix(values))
 
     fields, body_len = [], 0
-    for key in _FIELDS:  # sizes first: each message's length goes before it
+    for key, (dtype, _) in features.items():  # sizes first: each message's length goes before it
         values = np.asarray(arrays[key]).reshape(n, -1)
-        if key == "masked_lm_weights":
+        if dtype == "float32":
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
             payload_valid, tag = None, b"\x12"  # Feature.float_list
         else:

@@ -117,10 +117,11 @@ def worker_init(appender: WindowAppender | None = None, parent_pid: int | None =
     let freed window arrays be reused instead of handed back to the kernel.
 
     A window allocates arrays of a few to tens of MB. glibc serves blocks that large with mmap and unmaps them when
-    freed, so every window page-faults all of its memory in again: 0.9 s of system time per worker pair on a 20 MB
-    corpus, ~10 % of the workers' CPU. With the mmap threshold raised to glibc's maximum (32 MB) and trimming of the
-    heap top off, the blocks come from the heap and are reused window after window; the peak is the same, because
-    the memory is held between windows only up to the size one window needs. No-op where libc is not glibc.
+    freed, so every window page-faults all of its memory in again, system time that grows with the corpus
+    (BENCHMARKS.md, "Pretraining data generation"). With the mmap threshold raised to glibc's maximum (32 MB) and
+    trimming of the heap top off, the blocks come from the heap and are reused window after window; the peak is the
+    same, because the memory is held between windows only up to the size one window needs. No-op where libc is not
+    glibc.
     """
     if parent_pid is not None:
         exit_with_parent(parent_pid)

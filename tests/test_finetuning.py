@@ -185,8 +185,8 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 @pytest.mark.filterwarnings("error::UserWarning")
 def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch):
     """The optimizer's slots exist before the first step: a step that creates variables is traced twice by
-    tf.function (a second trace of BERT's step cost ~11 s per fine-tuning run). And Keras has nothing to warn
-    about (it warned that it cannot shuffle a dataset, which `fit` shuffles itself)."""
+    tf.function, and a second trace of BERT's step is seconds of CPU per fine-tuning run. And Keras has nothing to
+    warn about (such as that it cannot shuffle a dataset, which `fit` shuffles itself)."""
     import tensorflow as tf
 
     from bert_tf import BertConfig
