@@ -3,7 +3,7 @@
 Runs the quickstart's fine-tuning stage (`word_order` from its pretrained model) once per optimizer with the same
 data, seed and schedule, records each step's training loss, and plots both to `docs/img/optimizer_curves.png`.
 
-  python -m bert_tf.cli.quickstart --output_dir=runs/quickstart     # first: the pretrained model and the data
+  python -m bert_tf_quickstart --output_dir=runs/quickstart     # first: the pretrained model and the data
   python -m bench.optimizer_curves --quickstart_dir=runs/quickstart
 """
 
@@ -44,7 +44,7 @@ def curves(quickstart_dir: str, learning_rate: float | None, epochs: float | Non
     from bert_tf.config import BertConfig
     from bert_tf.finetuning import FinetuneOptions
     from bert_tf.tasks.classification import run_classifier
-    from bert_tf.quickstart import QuickstartOptions
+    from bert_tf_quickstart.pipeline import QuickstartOptions
     from bert_tf.tasks import get_task
 
     defaults = QuickstartOptions()

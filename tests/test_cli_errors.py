@@ -23,7 +23,6 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAMS = {"bert_tf.cli.quickstart": "bert_tf_quickstart"}  # where the command's name is not the module's
 
 
 @dataclasses.dataclass
@@ -41,14 +40,14 @@ class Case:
 
     @property
     def program(self):
-        return PROGRAMS.get(self.module, self.module.rsplit(".", 1)[-1])
+        return self.module.rsplit(".", 1)[-1]
 
 
 CPD, BV = "data_gen.create_pretraining_data", "data_gen.build_vocab"
 RP, RC, SWAG, NER, SQUAD = (f"bert_tf.cli.{m}" for m in ("run_pretraining", "run_classifier", "run_swag", "run_ner",
                                                          "run_squad"))
 EF, CC, EX, QS = "bert_tf.cli.extract_features", "bert_tf.cli.convert_checkpoint", "export.export_saved_model", \
-    "bert_tf.cli.quickstart"
+    "bert_tf_quickstart"
 GEN = ["--vocab_file={in}/vocab.txt", "--max_seq_length=32", "--max_predictions_per_seq=5"]
 MODEL = ["--bert_config_file={in}/bert_config.json", "--vocab_file={in}/vocab.txt"]
 WRONG = "--init_checkpoint={in}/wrong/bert_model.ckpt"  # hidden size 24, the config says 16

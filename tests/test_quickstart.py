@@ -43,7 +43,7 @@ def _user_corpus(path):
 
 
 def quickstart(*args):
-    return subprocess.run([sys.executable, "-m", "bert_tf.cli.quickstart", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "bert_tf_quickstart", *args], capture_output=True, text=True,
                           cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=900)
 
 
@@ -119,7 +119,7 @@ def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skip
 
 
 def test_a_stage_reruns_with_the_stages_after_it_when_what_it_depends_on_changes(tmp_path, capsys):
-    from bert_tf.quickstart import _Stages
+    from bert_tf_quickstart.pipeline import _Stages
 
     calls = []
 
@@ -161,7 +161,7 @@ def test_a_stage_reruns_with_the_stages_after_it_when_what_it_depends_on_changes
 def test_each_option_keys_exactly_the_stages_whose_output_it_changes(tmp_path):
     """Written independently of `stage_inputs`: for every option, the stages that must rerun first when it
     changes (the stages after those follow through the chained keys)."""
-    from bert_tf.quickstart import QuickstartOptions, stage_inputs
+    from bert_tf_quickstart.pipeline import QuickstartOptions, stage_inputs
 
     expected = {"corpus_mb": ["corpus"], "vocab_size": ["vocab"], "max_seq_length": ["records"],
                 "max_predictions_per_seq": ["records"], "dupe_factor": ["records"],
@@ -186,7 +186,7 @@ def test_each_option_keys_exactly_the_stages_whose_output_it_changes(tmp_path):
 
 
 def test_quickstart_refuses_a_corpus_it_cannot_use(tmp_path):
-    from bert_tf.quickstart import build_corpus, word_order_examples
+    from bert_tf_quickstart.pipeline import build_corpus, word_order_examples
 
     corpus = tmp_path / "small.txt"
     corpus.write_text("One sentence here.\nAnother one.\n\nA second document.\nWith two lines.\n")

@@ -47,7 +47,7 @@ def console_scripts():
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     main_job, tests = readme_commands()
     assert "\n" not in main_job and "\n" not in tests
-    assert "bert_tf.cli.quickstart" in main_job and "pytest" in tests
+    assert "bert_tf_quickstart" in main_job and "pytest" in tests
     ci = read(os.path.join(".ci", "run"))
     assert tests in ci.splitlines()
 
@@ -55,6 +55,8 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
 def test_the_main_job_is_the_quickstart_console_script():
     main_job, _ = readme_commands()
     module = re.search(r"python -m (\S+)", main_job).group(1)
+    if os.path.isdir(os.path.join(ROOT, *module.split("."))):  # a package: `python -m` runs its __main__
+        module += ".__main__"
     assert console_scripts()["bert_tf_quickstart"] == [module, "run"]
 
 

@@ -1,10 +1,10 @@
 """The main job: from raw text to a served answer in one command, on a built-in corpus (no downloads).
 
-  python -m bert_tf.cli.quickstart [--output_dir=runs/quickstart] [--input_file=my_corpus.txt] [--force]
+  python -m bert_tf_quickstart [--output_dir=runs/quickstart] [--input_file=my_corpus.txt] [--force]
 
 Builds a vocabulary, pretraining records, pretrains a small BERT, fine-tunes it on a task derived from the corpus,
 exports SavedModels and asks them questions from a fresh process; writes plots and `report.md`. See
-`bert_tf.quickstart` for the stages. Re-running in the same --output_dir reuses each stage whose inputs (the
+`bert_tf_quickstart.pipeline` for the stages. Re-running in the same --output_dir reuses each stage whose inputs (the
 corpus's content, the flags that change its output, the stages before it) are unchanged and redoes the others,
 saying why; `--force` redoes them all.
 """
@@ -13,7 +13,7 @@ import dataclasses
 
 from absl import flags
 
-from bert_tf.quickstart import QuickstartOptions
+from bert_tf_quickstart.pipeline import QuickstartOptions
 
 flags.DEFINE_string("output_dir", "runs/quickstart", "Where every stage writes its outputs.")
 flags.DEFINE_string("input_file", None, "Your corpus instead of the built-in one: one sentence per line, a blank line "
@@ -33,7 +33,7 @@ def main(argv):
 
     if not f["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # the stages show progress bars and one-line summaries instead
-    from bert_tf.quickstart import run_quickstart
+    from bert_tf_quickstart.pipeline import run_quickstart
 
     options = QuickstartOptions(**{field.name: getattr(f, field.name)
                                    for field in dataclasses.fields(QuickstartOptions)})
