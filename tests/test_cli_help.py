@@ -179,3 +179,16 @@ def test_the_filter_passes_on_python_and_fatal_lines_even_when_the_process_dies(
     assert "port.cc" not in text and "from Python" in text
     assert ("after" in text) == (ending == "normal")
     assert ("compiled to use AVX" in text) == (ending == "abort")
+
+
+def test_log_handlers_made_while_tensorflow_loads_write_to_stderr_afterwards():
+    """absl's and TensorFlow's Python log handlers are made during the filtered import and keep the sys.stderr of that
+    moment: their lines after it must reach stderr, not a closed stand-in ('Logging error ... closed file')."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    code = ("import bert_tf, tensorflow as tf\nfrom absl import logging\n"
+            "tf.get_logger().warning('from tensorflow')\nlogging.warning('from absl')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "from tensorflow" in done.stderr and "from absl" in done.stderr
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr
