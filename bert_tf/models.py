@@ -75,8 +75,10 @@ class BertEncoder(keras.Model):
         self._policy_name = None if dtype is None else policy.name
 
     def get_config(self):
-        return {"config": self.bert_config.to_dict(), "dtype": self._policy_name, "name": self.name,
-                "trainable": self.trainable}
+        config = super().get_config()
+        # the policy as given (None: the global policy when the model is rebuilt), like `__init__` takes it
+        config.update(config=self.bert_config.to_dict(), dtype=self._policy_name)
+        return config
 
     @classmethod
     def from_config(cls, config):
@@ -154,8 +156,9 @@ class _TaskModel(keras.Model):
             setattr(self, key, value)
 
     def get_config(self):
-        config = {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                  "trainable": self.trainable}
+        config = super().get_config()
+        config.pop("dtype", None)  # the heads take the encoder's policy, which its own config carries
+        config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
         config.update({key: getattr(self, key) for key in self._head_args})
         return config
 

@@ -92,6 +92,8 @@ def test_every_model_saves_and_reloads_as_keras_file(tiny_config, tmp_path):
         model.save(path)
         clone = keras.saving.load_model(path)
         assert type(clone) is type(model) and clone.get_config() == model.get_config()
+        # extends Keras's own config (name, trainable, ...); the task models leave the policy to their encoder's
+        assert keras.Model.get_config(model).keys() - {"dtype"} <= model.get_config().keys()
         for x, y in zip(before, flat(clone(batch))):
             np.testing.assert_array_equal(x, y)
 

@@ -11,6 +11,9 @@ def test_pooler_reads_only_the_first_token():
     np.testing.assert_array_equal(pooler(x).numpy(), pooler(changed).numpy())
     ref = np.tanh(x[:, 0] @ pooler.dense.kernel.numpy() + pooler.dense.bias.numpy())
     np.testing.assert_allclose(pooler(x).numpy(), ref, rtol=1e-5, atol=1e-6)
+    frozen = BertPooler(hidden_size=8, initializer_range=0.05, trainable=False, name="frozen_pooler")
+    clone = BertPooler.from_config(frozen.get_config())
+    assert clone.get_config() == frozen.get_config() and not clone.trainable and clone.name == "frozen_pooler"
 
 
 def test_masked_lm_head_predicts_at_positions_with_tied_decoder():
