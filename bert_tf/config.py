@@ -8,6 +8,8 @@ import json
 import os
 from typing import Any
 
+from bert_tf import staging
+
 # Activation names we accept, mapped to our canonical names. "gelu" means the exact (erf) GELU; "gelu_tanh" the
 # tanh approximation that google-research/bert's modeling.py computes. The two file formats disagree on what the
 # word "gelu" means, so the mapping depends on where the config came from (see `BertConfig.from_dict`).
@@ -265,14 +267,10 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike, hf_architecture: str | None = None) -> None:
         """Writes an original-format `bert_config.json`, or with `hf_architecture` (`"BertModel"`, ...) an HF
-        `config.json`; atomically (a temporary name, then a rename)."""
+        `config.json`; atomically (`staging.write_json`)."""
         path = os.fspath(path)
         data = self.to_original_dict() if hf_architecture is None else self.to_hf_dict(hf_architecture)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        staging.write_json(path, data)
 
 
 def _same_value(value: Any, accepted: Any) -> bool:

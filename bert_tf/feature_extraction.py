@@ -14,6 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import staging
 from bert_tf.tasks.base import DataError, open_text
 
 VARIANTS = ("last_hidden", "second_to_last_hidden", "sum_last_four", "concat_last_four", "sum_all")
@@ -62,9 +63,8 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
     for layer in layers:
         if not -num_layers <= layer < num_layers:
             raise ValueError(f"--layers: {layer} is not a layer of a {num_layers}-layer model")
-    tmp = f"{output_file}.tmp"
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
-    with open(tmp, "w", encoding="utf-8") as out:
+    with staging.atomic_write(output_file) as out:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start:start + batch_size]
             packed = [pack_inputs(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(a)),
@@ -80,5 +80,4 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
                     {"index": layer, "values": [round(float(v), 6) for v in chosen[layer][offset, position]]}
                     for layer in layers]} for position, token in enumerate(row)]
                 out.write(json.dumps({"linex_index": start + offset, "features": features}) + "\n")
-    os.replace(tmp, output_file)
     return len(pairs)

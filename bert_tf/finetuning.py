@@ -13,11 +13,11 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import staging
 from bert_tf.training import write_lines
 
 MODEL_FILE = "model.keras"
@@ -141,12 +141,10 @@ def save(model, task, config, vocab_file: str, output_dir: str, options, learnin
     settings and `fields`, the family's own TaskInfo fields), vocab, config."""
     from bert_tf.tasks import task_info
 
-    tmp = os.path.join(output_dir, MODEL_FILE + ".tmp.keras")
-    model.save(tmp)
-    os.replace(tmp, os.path.join(output_dir, MODEL_FILE))
+    with staging.staged_file(os.path.join(output_dir, MODEL_FILE), suffix=".keras") as tmp:
+        model.save(tmp)  # Keras saves only to a name ending in .keras
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt.tmp"))
-    os.replace(os.path.join(output_dir, "vocab.txt.tmp"), os.path.join(output_dir, "vocab.txt"))
+    staging.copy_file(vocab_file, os.path.join(output_dir, "vocab.txt"))
     task_info.write(output_dir, task_info.TaskInfo(
         task=task.name, kind=task.kind, labels=tuple(task.labels), max_seq_length=options.max_seq_length,
         do_lower_case=options.do_lower_case, learning_rate=learning_rate, seed=seed,

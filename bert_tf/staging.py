@@ -1,22 +1,33 @@
-"""Directories written under a temporary name and swapped into place, and the clean-up of what killed writers left.
+"""Files and directories written under a temporary name and put in place when complete, and the clean-up of what
+killed writers left: no reader ever sees a half-written output.
 
-A writer builds its directory at `<dir>.tmp-<pid>` and `replace_dir` puts it at `<dir>`. When `<dir>` exists the two
-are exchanged in one `renameat2(RENAME_EXCHANGE)` call (Linux), so a reader of `<dir>` sees the old version or the
-new one and never a missing or half-written directory; where the kernel or filesystem cannot exchange, the old
-directory is renamed to `<dir>.old-<pid>`, the new one renamed in, and the old one renamed back if that fails.
-A writer killed on the way leaves `<dir>.tmp-<pid>` or `<dir>.old-<pid>` with the pid of a process that no longer
-runs; `remove_stale` deletes those (restoring an `.old` one when `<dir>` itself is missing), and leaves alone the
-ones whose process is still alive. TensorFlow's checkpoint writer stages each save in `<prefix>-<N>_temp/`;
-`remove_stale_checkpoint_temps` deletes the ones a killed save left in a training directory.
+Every file a bert-tf program writes goes through `staged_file` (for writers that take a file name) or
+`atomic_write` (an open file; `write_text`, `write_json`, `copy_file` on top): the file is written at
+`<path>.tmp-<pid>` through `tf.io.gfile` (any TensorFlow filesystem) and renamed to `<path>` when the block ends
+without an error, replacing the earlier file only then; on an error the temporary file is removed and `<path>` is
+left as it was.
+
+A directory writer builds its directory at `<dir>.tmp-<pid>` and `replace_dir` puts it at `<dir>`. When `<dir>`
+exists the two are exchanged in one `renameat2(RENAME_EXCHANGE)` call (Linux), so a reader of `<dir>` sees the old
+version or the new one and never a missing or half-written directory; where the kernel or filesystem cannot
+exchange, the old directory is renamed to `<dir>.old-<pid>`, the new one renamed in, and the old one renamed back if
+that fails. A writer killed on the way leaves `<path>.tmp-<pid>` or `<dir>.old-<pid>` with the pid of a process
+that no longer runs; `remove_stale` deletes those (restoring an `.old` one when `<dir>` itself is missing), and
+leaves alone the ones whose process is still alive. TensorFlow's checkpoint writer stages each save in
+`<prefix>-<N>_temp/`; `remove_stale_checkpoint_temps` deletes the ones a killed save left in a training directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import json
 import os
 import re
 import shutil
+
+import tensorflow as tf
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -27,6 +38,62 @@ _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, err
 def staging_name(path: str, kind: str = "tmp") -> str:
     """`<path>.<kind>-<this process's pid>`, beside `path`."""
     return f"{path.rstrip('/')}.{kind}-{os.getpid()}"
+
+
+_STAGING = re.compile(r"\.(tmp|old)-\d+(\.\w+)?$")
+
+
+def is_staging_name(path: str) -> bool:
+    """Whether `path` is a `staging_name` (a file or directory being written, or left by a killed writer)."""
+    return _STAGING.search(path) is not None
+
+
+@contextlib.contextmanager
+def staged_file(path, suffix: str = ""):
+    """Yields the temporary name `<path>.tmp-<pid><suffix>` for the block to write; renames it to `path` when the
+    block ends without an error and removes it when the block raises. `suffix` is for writers that want a file name
+    extension (Keras's `model.save` wants `.keras`). Temporary files of killed writers of `path` are removed first."""
+    path = os.fspath(path)
+    remove_stale(path)
+    tmp = staging_name(path) + suffix
+    try:
+        yield tmp
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "w"):
+    """`path` opened for writing (`mode` "w" for text, UTF-8, or "wb") as described in the module docstring: the
+    file appears at `path`, whole, when the block ends without an error."""
+    with staged_file(path) as tmp, tf.io.gfile.GFile(tmp, mode) as f:
+        f.write(b"" if "b" in mode else "")  # GFile creates the file at its first write: an empty one too
+        yield f
+
+
+def write_text(path, text: str) -> None:
+    """`text` written to `path` atomically (UTF-8)."""
+    with atomic_write(path) as f:
+        f.write(text)
+
+
+def json_text(data) -> str:
+    """`data` as the JSON files bert-tf writes: keys sorted, indented by 2, a final newline."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def write_json(path, data) -> None:
+    """`data` written to `path` atomically as `json_text`."""
+    write_text(path, json_text(data))
+
+
+def copy_file(source, path) -> None:
+    """A copy of `source` put at `path` atomically."""
+    with staged_file(path) as tmp:
+        tf.io.gfile.copy(os.fspath(source), tmp, overwrite=True)
 
 
 def pid_alive(pid: int) -> bool:
@@ -75,14 +142,14 @@ def replace_dir(new: str, target: str) -> None:
 
 
 def remove_stale(path: str) -> list[str]:
-    """Removes `<path>.tmp-<pid>` and `<path>.old-<pid>` left by writers that are no longer running (an `.old` one
-    is renamed back to `path` if `path` is missing, since it is then the last complete version); returns what it
-    removed or restored."""
+    """Removes `<path>.tmp-<pid>[.ext]` and `<path>.old-<pid>` left by writers that are no longer running (an `.old`
+    one is renamed back to `path` if `path` is missing, since it is then the last complete version); returns what
+    it removed or restored."""
     path = path.rstrip("/")
     parent, base = os.path.split(os.path.abspath(path))
     if not os.path.isdir(parent):
         return []
-    pattern = re.compile(re.escape(base) + r"\.(tmp|old)-(\d+)$")
+    pattern = re.compile(re.escape(base) + r"\.(tmp|old)-(\d+)(\.\w+)?$")
     done = []
     for name in sorted(os.listdir(parent)):
         match = pattern.match(name)
@@ -91,8 +158,11 @@ def remove_stale(path: str) -> list[str]:
         stale = os.path.join(parent, name)
         if match.group(1) == "old" and not os.path.exists(path):
             os.replace(stale, path)
-        else:
+        elif os.path.isdir(stale) and not os.path.islink(stale):
             shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
         done.append(stale)
     return done
 

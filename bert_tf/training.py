@@ -265,8 +265,5 @@ def write_results(path: str, results: dict) -> None:
 
 
 def write_lines(path: str, lines) -> None:
-    """Text lines written to a temporary name and renamed, so no reader sees half a file."""
-    tmp = f"{path}.tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write("".join(f"{line}\n" for line in lines))
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    """Text lines, each ending in a newline, written atomically (`staging.write_text`)."""
+    staging.write_text(path, "".join(f"{line}\n" for line in lines))

@@ -14,6 +14,7 @@ import os
 from bert_tf.tokenization import BertTokenizerLayer  # before TF: sets TF_ENABLE_ONEDNN_OPTS
 
 import tensorflow as tf
+from bert_tf import staging
 from data_gen.documents import CorpusError, expand_input_files
 
 
@@ -51,10 +52,7 @@ def write_vocab(tokens: list[str], path: str) -> None:
     """One token per line, written to a temporary name and renamed when complete."""
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(token + "\n" for token in tokens)
-    os.replace(tmp, path)
+    staging.write_text(path, "".join(token + "\n" for token in tokens))
 
 
 def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True, num_unused=99, min_count=2):

@@ -74,8 +74,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         report = ops.check(tmp, serving_tf_text, serving_version)
         os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-        with open(os.path.join(tmp, "assets.extra", "ops.json"), "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
+        staging.write_text(os.path.join(tmp, "assets.extra", "ops.json"), json.dumps(report, indent=2))
         os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
         staging.replace_dir(tmp, export_dir)
     except BaseException:

@@ -171,3 +171,74 @@ def test_remove_if_empty_undoes_created_directories_and_never_a_file(tmp_path):
     (tmp_path / "run" / "a" / "kept.txt").unlink()
     assert remove_if_empty(str(tmp_path / "run")) and not (tmp_path / "run").exists()
     assert not remove_if_empty(str(tmp_path / "missing"))
+
+
+def test_an_atomic_write_that_fails_midway_leaves_no_file_and_no_temporary(tmp_path):
+    """A writer that raises after writing part of its file: a new path does not appear, an existing one keeps its
+    bytes, and no `.tmp-<pid>` file is left beside either."""
+    from bert_tf import staging
+
+    class Interrupted(Exception):
+        pass
+
+    new, old = tmp_path / "new.txt", tmp_path / "old.txt"
+    old.write_text("complete earlier version\n")
+    for path in (new, old):
+        with pytest.raises(Interrupted):
+            with staging.atomic_write(str(path)) as f:
+                f.write("half of the ")
+                f.flush()  # on disk under the temporary name
+                assert os.path.exists(staging.staging_name(str(path)))
+                raise Interrupted()
+    assert sorted(os.listdir(tmp_path)) == ["old.txt"]
+    assert old.read_text() == "complete earlier version\n"
+    with pytest.raises(Interrupted):  # a writer that takes a file name (Keras's model.save, a copy), the same
+        with staging.staged_file(str(old), suffix=".keras") as tmp:
+            open(tmp, "w").write("partial")
+            raise Interrupted()
+    assert sorted(os.listdir(tmp_path)) == ["old.txt"] and old.read_text() == "complete earlier version\n"
+
+
+def test_an_existing_file_is_kept_until_the_new_one_is_complete(tmp_path):
+    """While the new version is being written a reader of the path gets the old one, whole; when the block ends the
+    path holds exactly the new bytes. Also: an empty file is written (TensorFlow's GFile creates a file only at
+    its first write), JSON comes out in the one format, and a copy goes in the same way."""
+    from bert_tf import staging
+
+    path = tmp_path / "eval_results.txt"
+    path.write_bytes(b"loss = 1.0\n")
+    with staging.atomic_write(str(path)) as f:
+        f.write("loss = 0.5\n")
+        f.flush()
+        assert path.read_bytes() == b"loss = 1.0\n"
+        f.write("step = 7 \u00e9\n")
+        assert path.read_bytes() == b"loss = 1.0\n"
+    assert path.read_bytes() == "loss = 0.5\nstep = 7 \u00e9\n".encode("utf-8")
+    with staging.atomic_write(str(path), "wb") as f:
+        f.write(b"\x00\xff")
+    assert path.read_bytes() == b"\x00\xff"
+    staging.write_text(str(path), "")
+    assert path.exists() and path.read_bytes() == b""
+    staging.write_json(str(tmp_path / "config.json"), {"b": [1, 2], "a": "x"})
+    assert (tmp_path / "config.json").read_text() == '{\n  "a": "x",\n  "b": [\n    1,\n    2\n  ]\n}\n'
+    staging.copy_file(str(tmp_path / "config.json"), str(path))
+    assert path.read_bytes() == (tmp_path / "config.json").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "eval_results.txt"]
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write_and_a_live_ones_kept(tmp_path):
+    from bert_tf import staging
+
+    dead, live = _dead_pid(), subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for name in (f"vocab.txt.tmp-{dead}", f"model.keras.tmp-{dead}.keras", f"vocab.txt.tmp-{live.pid}"):
+            (tmp_path / name).write_text("partial")
+        staging.write_text(str(tmp_path / "vocab.txt"), "[PAD]\n")
+        with staging.staged_file(str(tmp_path / "model.keras"), suffix=".keras") as tmp:
+            assert tmp.endswith(".keras") and staging.is_staging_name(tmp)
+            open(tmp, "w").write("model")
+        assert sorted(os.listdir(tmp_path)) == ["model.keras", "vocab.txt", f"vocab.txt.tmp-{live.pid}"]
+        assert not staging.is_staging_name(str(tmp_path / "vocab.txt"))
+    finally:
+        live.kill()
+        live.wait()

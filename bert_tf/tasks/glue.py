@@ -14,6 +14,7 @@ import sys
 
 from absl import logging
 
+from bert_tf import staging
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Example, Task, open_text
 
@@ -130,13 +131,12 @@ class GlueTask(Task):
         """The GLUE server's format: `index<TAB>prediction`, labels by name (STS-B: the score in [0, 5])."""
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, self.submission[split])
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+        with staging.atomic_write(path) as f:
             f.write("index\tprediction\n")
             for guid, prediction in zip(guids, predictions):
                 value = f"{min(max(float(prediction), 0.0), 5.0):.3f}" if self.regression \
                     else self.labels[int(prediction)]
                 f.write(f"{guid}\t{value}\n")
-        os.replace(path + ".tmp", path)
         return path
 
 
