@@ -1,4 +1,5 @@
-"""Pretraining input: the original record schema read from TFRecord globs, checked against the data's metadata.
+"""Pretraining input: records of the schema in `bert_tf.records` read from TFRecord globs, checked against the
+data's metadata.
 
 `pretraining_dataset` yields `(inputs, labels)` batches for `BertPretrainer`: inputs `input_word_ids`,
 `input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`, `masked_lm_weights`,
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import os
 import re
 import zlib
@@ -26,31 +25,11 @@ import zlib
 import tensorflow as tf
 from absl import logging
 
-METADATA_NAME = "metadata.json"  # written by data_gen.writer beside the shards
+from bert_tf import staging
+from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
+                             record_lengths)
+
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-class DataError(ValueError):
-    """Pretraining records that do not fit the flags, or cannot be found or read."""
-
-
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
-    """The `tf.io.parse_example` spec of one record (the original schema)."""
-    int64 = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
-    return {"input_ids": int64(max_seq_length), "input_mask": int64(max_seq_length),
-            "segment_ids": int64(max_seq_length), "masked_lm_positions": int64(max_predictions_per_seq),
-            "masked_lm_ids": int64(max_predictions_per_seq),
-            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-            "next_sentence_labels": int64(1)}
-
-
-def file_sha256(path: str) -> str:
-    """Hex SHA-256 of a file (the vocabulary's identity in the metadata)."""
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def expand_files(patterns) -> list[str]:
@@ -69,22 +48,12 @@ def expand_files(patterns) -> list[str]:
         matched = tf.io.gfile.glob(pattern)
         if not matched:
             raise DataError(f"--input_file: {pattern} matches no file")
-        files += [m for m in matched if not m.endswith((".tmp", METADATA_NAME))]
+        files += [m for m in matched if not (m.endswith((".tmp", METADATA_NAME)) or staging.is_staging_name(m))]
     if not files:
         raise DataError("--input_file names no file; give TFRecord files or globs, comma-separated")
     files = sorted(set(files))
     _refuse_unlisted(files)
     return files
-
-
-def listed_shards(path: str) -> set[str] | None:
-    """The shard file names a metadata file lists, or None when it lists none (not written by data_gen)."""
-    shards = _load_metadata(path).get("shards")
-    if not isinstance(shards, list):
-        return None
-    names = {s["path"] for s in shards if isinstance(s, dict) and isinstance(s.get("path"), str)
-             and s["path"] == os.path.basename(s["path"]) and s["path"] not in ("", ".", "..", METADATA_NAME)}
-    return names or None
 
 
 def _refuse_unlisted(files: list[str]) -> None:
@@ -102,30 +71,10 @@ def _refuse_unlisted(files: list[str]) -> None:
                             "delete them (left by another run?) or narrow --input_file to the listed shards")
 
 
-def _load_metadata(path: str) -> dict:
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            metadata = json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: not valid JSON ({e}); regenerate the data or delete the file") from None
-    if not isinstance(metadata, dict):
-        raise DataError(f"{path}: not a metadata object; regenerate the data or delete the file")
-    return metadata
-
-
 def compression_of(path: str) -> str:
     """"GZIP" when the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
     with tf.io.gfile.GFile(path, "rb") as f:
         return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
-
-
-def read_metadata(files: list[str]) -> tuple[str, dict] | None:
-    """(path, contents) of the metadata file beside the shards, or None (e.g. the original generator's records)."""
-    for directory in sorted({os.path.dirname(f) for f in files}):
-        path = os.path.join(directory, METADATA_NAME)
-        if tf.io.gfile.exists(path):
-            return path, _load_metadata(path)
-    return None
 
 
 def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
@@ -135,14 +84,10 @@ def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
         raise DataError(damage_message([(path, 0, e.message)])) from None
     if record is None:
         raise DataError(f"{path}: contains no records")
-    example = tf.train.Example.FromString(record.numpy())
-    features = example.features.feature
-    missing = [k for k in ("input_ids", "masked_lm_positions") if k not in features]
-    if missing:
-        raise DataError(f"{path}: not pretraining records (no {', '.join(missing)} feature); create them with "
-                        "create_pretraining_data")
-    return {"max_seq_length": len(features["input_ids"].int64_list.value),
-            "max_predictions_per_seq": len(features["masked_lm_positions"].int64_list.value)}
+    try:
+        return record_lengths(tf.train.Example.FromString(record.numpy()))
+    except DataError as e:
+        raise DataError(f"{path}: {e}") from None
 
 
 def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int,
@@ -431,7 +376,7 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
             config.to_json_file(os.path.join(export, "bert_config.json"))
             checkpoints.save_original(model, os.path.join(export, "bert_model.ckpt"), global_step=logs["step"])
             if options.vocab_file:
-                tf.io.gfile.copy(options.vocab_file, os.path.join(export, "vocab.txt"), overwrite=True)
+                staging.copy_file(options.vocab_file, os.path.join(export, "vocab.txt"))
             results["train"]["export"] = export
     elif tf.train.latest_checkpoint(output_dir) or options.init_checkpoint:  # evaluate what is there
         results["checkpoint"] = training.restore_weights(model, tf.train.latest_checkpoint(output_dir)

@@ -23,13 +23,14 @@ import time
 import numpy as np
 from absl import logging
 
+from bert_tf.records import FEATURES, file_sha256
 from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError, expand_input_files
 from data_gen.masking import MaskingVocab
 from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
                              worker_ready)
-from data_gen.writer import ShardWriter, file_sha256
+from data_gen.writer import ShardWriter
 
 
 # ----------------------------------------------------------------------------------------------- one window
@@ -59,7 +60,7 @@ def tokenize_window(window: list[list[str]], vocab_file: str, options: Options):
     ids = state["tokenize"](lines)
     values = ids.flat_values.numpy().astype(np.int32)  # half the bytes to send to a worker
     args = (values, ids.row_splits.numpy()[1:], [len(d) for d in window], state["vocab"],
-            state["cls"], state["sep"], options)
+            state["cls"], state["sep"], options, FEATURES)
     return args, {"lines": len(lines), "bytes": len("\n".join(lines).encode()) + 1}
 
 

@@ -60,11 +60,12 @@ class Options:
 
 
 def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarray, doc_sizes: list[int],
-                 vocab: MaskingVocab, cls_id: int, sep_id: int, options: Options):
+                 vocab: MaskingVocab, cls_id: int, sep_id: int, options: Options, features: dict):
     """Token ids of one window -> (`records.Records`, statistics). Pure: the result depends on its arguments only.
 
     `values` are the ids of all sentences back to back, `sentence_ends` where each sentence ends, `doc_sizes` the
-    number of sentences of each document. The generators are seeded by (random_seed, window index).
+    number of sentences of each document; `features` is the record schema (`bert_tf.records.FEATURES`, handed over
+    by the main process). The generators are seeded by (random_seed, window index).
     """
     seeds = np.random.SeedSequence([options.random_seed, window_index])
     rng = np.random.default_rng(seeds)  # vectorised draws (truncation, masking, shuffles)
@@ -72,7 +73,7 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
     sentences = Sentences.from_ragged(sentence_ends, doc_sizes)
     stats = {"documents": len(sentences.documents)}
     if len(sentences.documents) < 2:
-        return serialize({}), dict(stats, instances=0)
+        return serialize({}, features), dict(stats, instances=0)
     spans: list = []
     balance = NspBalance()
     max_num_tokens = options.max_seq_length - 3
@@ -85,7 +86,7 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
                  masked=int(arrays["masked_lm_weights"].sum()), random_next=int(arrays["next_sentence_labels"].sum()),
                  kind_mask=int((kinds == 0).sum()), kind_random=int((kinds == 1).sum()),
                  kind_kept=int((kinds == 2).sum()))
-    return serialize(arrays), stats
+    return serialize(arrays, features), stats
 
 
 def append_window(appender: WindowAppender, window_index: int, *args) -> dict:

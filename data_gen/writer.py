@@ -1,15 +1,14 @@
-"""Sharded TFRecord files written atomically, and the metadata file (its name, the record spec and the vocabulary
-hash are the reader's, `bert_tf.pretraining`: one definition for both sides)."""
+"""Sharded TFRecord files written atomically, and the metadata file beside them (`bert_tf.records`: the schema and
+the metadata's name and contents, one definition for the writer and the reader)."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from absl import logging
 
-# the reader's contract
-from bert_tf.pretraining import METADATA_NAME, feature_spec, file_sha256, listed_shards  # noqa: F401
+from bert_tf import staging
+from bert_tf.records import METADATA_NAME, listed_shards
 from data_gen.appender import WindowAppender
 
 
@@ -19,10 +18,11 @@ class ShardWriter:
     its `metadata.json` in place and removes the shards of the run that wrote the directory before, `abort()`
     removes the temporary files and leaves the earlier set as it was.
 
-    A run that dies leaves only `*.tmp` files, never a shard that looks complete. The directory's `metadata.json`
-    lists exactly its shards, so that a reader can refuse any other file matched beside them
-    (`bert_tf.pretraining.expand_files`). Call `abort()` only once no process appends any more (`generate` fails
-    the appender and shuts its workers down first).
+    A run that dies leaves only `<shard>.tmp-<pid>` files (`staging.staging_name`), never a shard that looks
+    complete; the next run into the directory removes them. The directory's `metadata.json` lists exactly its
+    shards, so that a reader can refuse any other file matched beside them (`bert_tf.pretraining.expand_files`).
+    Call `abort()` only once no process appends any more (`generate` fails the appender and shuts its workers down
+    first).
     """
 
     def __init__(self, paths: list[str], gzip: bool = False):
@@ -37,9 +37,10 @@ class ShardWriter:
         self.directory = directories[0]
         self.metadata_path = os.path.join(self.directory, METADATA_NAME)
         os.makedirs(self.directory, exist_ok=True)
-        self._tmp = [f"{path}.tmp" for path in self.paths]
-        for tmp in self._tmp:
-            open(tmp, "wb").close()  # empty, so that a re-run after a kill starts its shards afresh
+        self._tmp = [staging.staging_name(path) for path in self.paths]
+        for path, tmp in zip(self.paths, self._tmp):
+            staging.remove_stale(path)  # a killed run's
+            open(tmp, "wb").close()  # empty: the workers append to it
         self.appender = WindowAppender(self._tmp, gzip=gzip)
         self.counts = [0] * len(self.paths)
 
@@ -52,10 +53,11 @@ class ShardWriter:
         is replaced), the shards renamed, the metadata renamed over the earlier run's, then the earlier run's
         shards that this set does not reuse removed."""
         earlier = self._earlier_shards()
-        metadata_tmp = _write_json(f"{self.metadata_path}.tmp", metadata)
-        for tmp, path in zip(self._tmp, self.paths):
-            os.replace(tmp, path)
-        os.replace(metadata_tmp, self.metadata_path)
+        with staging.atomic_write(self.metadata_path) as f:
+            f.write(staging.json_text(metadata))
+            f.flush()  # written out: a full disk fails here
+            for tmp, path in zip(self._tmp, self.paths):
+                os.replace(tmp, path)
         stale = sorted(earlier - {os.path.basename(p) for p in self.paths})
         for name in stale:
             path = os.path.join(self.directory, name)
@@ -66,7 +68,7 @@ class ShardWriter:
                          len(stale), self.directory, ", ".join(stale))
 
     def abort(self) -> None:
-        for tmp in self._tmp + [f"{self.metadata_path}.tmp"]:
+        for tmp in self._tmp:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
@@ -80,10 +82,3 @@ class ShardWriter:
         except ValueError as e:
             logging.warning("%s; it is replaced, and any shard of the earlier run stays beside the new ones", e)
             return set()
-
-
-def _write_json(path: str, data: dict) -> str:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    return path

@@ -1,5 +1,6 @@
 """data_gen: the pure functions (no TF), then whole runs on real text with the real uncased vocab."""
 
+import contextlib
 import filecmp
 import gzip as gzip_lib
 import json
@@ -313,7 +314,7 @@ def run_generate(corpus, out_dir, vocab_file, workers=1, shards=3, **options):
 def read_records(out_dir, seq=64, preds=10, compression=""):
     import tensorflow as tf
 
-    from data_gen.writer import feature_spec
+    from bert_tf.records import feature_spec
 
     files = sorted(str(p) for p in out_dir.glob("*.tfrecord"))
     spec = feature_spec(seq, preds)
@@ -394,10 +395,18 @@ def test_a_rerun_replaces_the_earlier_record_set_only_once_its_own_is_complete(c
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     monkeypatch.undo()
 
-    def full_disk(path, data):
-        raise OSError(28, "No space left on device", path)
+    real_atomic_write = writer_lib.staging.atomic_write
 
-    monkeypatch.setattr(writer_lib, "_write_json", full_disk)
+    @contextlib.contextmanager
+    def full_disk(path, mode="w"):  # the metadata file cannot be written out
+        with real_atomic_write(path, mode) as f:
+            def flush():
+                raise OSError(28, "No space left on device", path)
+
+            f.flush = flush
+            yield f
+
+    monkeypatch.setattr(writer_lib.staging, "atomic_write", full_disk)
     with pytest.raises(OSError, match="No space left"):
         run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -489,7 +498,7 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
                                 stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp")):
+        while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp-*")):
             time.sleep(0.02)  # until the workers have appended something
         assert proc.poll() is None, "the run ended before it could be interrupted"
         children = _descendants(proc.pid)
@@ -508,7 +517,7 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
     stderr = (tmp_path / "stderr").read_text()
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
-        assert not [p.name for p in out.iterdir() if not p.name.endswith(".tmp")]
+        assert not [p.name for p in out.iterdir() if ".tmp-" not in p.name]
     else:  # one line, then it dies of the signal as an unhandled one kills
         assert proc.returncode == -sig, stderr
         assert f"create_pretraining_data: stopped by {sig.name}; no shard written" in stderr
@@ -544,7 +553,7 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
 
 
 WINDOW_PAGE_FAULTS = r"""
-import resource, sys
+import json, resource, sys
 import numpy as np
 from data_gen import window
 from data_gen.masking import MaskingVocab
@@ -554,7 +563,8 @@ tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in rang
 rng = np.random.default_rng(0)
 lengths = rng.integers(5, 40, 7000)
 values = rng.integers(5, len(tokens), lengths.sum()).astype(np.int32)
-args = (values, np.cumsum(lengths), [7] * 1000, MaskingVocab.from_tokens(tokens), 2, 3, window.Options(dupe_factor=5))
+args = (values, np.cumsum(lengths), [7] * 1000, MaskingVocab.from_tokens(tokens), 2, 3, window.Options(dupe_factor=5),
+        json.loads(sys.argv[2]))
 faults = []
 for i in range(4):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -567,9 +577,12 @@ print(sum(faults[1:]))
 def test_worker_init_lets_later_windows_reuse_memory_instead_of_faulting_it_in():
     """The pool initializer's point: after the first window, a worker's windows come out of memory it already has.
     Counted in minor page faults of windows 2-4 (1,000 documents each), against a process without the initializer."""
+    from bert_tf.records import FEATURES
+
     faults = {}
-    for mode in ("init", "default"):
-        out = subprocess.run([sys.executable, "-c", WINDOW_PAGE_FAULTS, mode], capture_output=True, text=True,
+    for mode in ("init", "default"):  # the schema handed over as the main process hands it to a worker
+        out = subprocess.run([sys.executable, "-c", WINDOW_PAGE_FAULTS, mode, json.dumps(FEATURES)],
+                             capture_output=True, text=True,
                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=True)
         faults[mode] = int(out.stdout.strip().splitlines()[-1])
     assert faults["default"] > 2000, faults  # the allocator does fault window memory back in by default
@@ -579,8 +592,8 @@ def test_worker_init_lets_later_windows_reuse_memory_instead_of_faulting_it_in()
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     import tensorflow as tf
 
+    from bert_tf.records import FEATURES, feature_spec
     from data_gen.records import serialize
-    from data_gen.writer import feature_spec
 
     rng = np.random.default_rng(5)
     n = 40
@@ -589,7 +602,7 @@ def test_wire_format_encoder_matches_tf_train_example(tmp_path):
               "masked_lm_ids": rng.integers(0, 2**40, (n, 4)),  # multi-byte varints up to 6 bytes
               "masked_lm_weights": rng.random((n, 4)).astype("float32"),
               "next_sentence_labels": rng.integers(0, 2, (n, 1))}
-    records = serialize(arrays)
+    records = serialize(arrays, FEATURES)
     for i, record in enumerate(records.split()):
         parsed = tf.io.parse_single_example(record, feature_spec(16, 4))
         for key, values in arrays.items():
@@ -599,7 +612,9 @@ def test_wire_format_encoder_matches_tf_train_example(tmp_path):
             else tf.train.Feature(int64_list=tf.train.Int64List(value=values[i])) for key, values in arrays.items()}))
         assert tf.train.Example.FromString(record) == reference
     with pytest.raises(ValueError, match="non-negative"):
-        serialize(dict(arrays, masked_lm_ids=-arrays["masked_lm_ids"]))
+        serialize(dict(arrays, masked_lm_ids=-arrays["masked_lm_ids"]), FEATURES)
+    with pytest.raises(ValueError, match="not the schema's"):
+        serialize({k: v for k, v in arrays.items() if k != "segment_ids"}, FEATURES)
     # framed as a file: byte for byte what TF's own TFRecordWriter writes (length, masked CRC-32Cs)
     path = os.path.join(tmp_path, "reference.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
@@ -607,7 +622,7 @@ def test_wire_format_encoder_matches_tf_train_example(tmp_path):
             writer.write(record)
     with open(path, "rb") as f:
         assert records.tfrecord_bytes() == f.read()
-    assert serialize({}).tfrecord_bytes() == b"" and serialize({}).split() == []
+    assert serialize({}, FEATURES).tfrecord_bytes() == b"" and serialize({}, FEATURES).split() == []
 
 
 def test_beam_pipeline_writes_the_same_records_as_the_local_run(vocab_file, tmp_path):
@@ -663,3 +678,27 @@ def test_bad_flag_values_are_named_before_any_work(vocab_file, tmp_path):
         generate(__file__, [str(tmp_path / "x.tfrecord"), str(tmp_path / "x.tfrecord")], vocab_file, Options(),
                  progress=False)
     assert not list(tmp_path.iterdir())
+
+
+def test_the_shard_writer_removes_a_killed_runs_temporary_shards_and_commits_through_staging(tmp_path):
+    """A run killed with -9 leaves `<shard>.tmp-<pid>`; the next run's writer removes them (a live run's stay), and
+    its commit leaves the shards and a metadata.json that lists them, in the one JSON format, and no temporary."""
+    from bert_tf import staging
+    from data_gen.writer import ShardWriter
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    (tmp_path / f"a.tfrecord.tmp-{child.pid}").write_bytes(b"half a shard")
+    (tmp_path / f"a.tfrecord.tmp-{os.getppid()}").write_bytes(b"a live run's")
+    writer = ShardWriter(paths)
+    assert sorted(os.listdir(tmp_path)) == sorted([f"a.tfrecord.tmp-{os.getppid()}", os.path.basename(
+        staging.staging_name(paths[0])), os.path.basename(staging.staging_name(paths[1]))])
+    writer.appender.append(0, b"record bytes 0")
+    writer.appender.append(1, b"record bytes 1")
+    metadata = {"shards": [{"path": "a.tfrecord", "instances": 1}, {"path": "b.tfrecord", "instances": 1}]}
+    writer.commit(metadata)
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", f"a.tfrecord.tmp-{os.getppid()}", "b.tfrecord",
+                                            "metadata.json"]
+    assert (tmp_path / "a.tfrecord").read_bytes() == b"record bytes 0"
+    assert (tmp_path / "metadata.json").read_text() == staging.json_text(metadata)
