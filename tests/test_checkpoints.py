@@ -173,8 +173,10 @@ def test_pretraining_heads_match_hf_for_both_gelus(tiny_config, tmp_path, act):
 
 
 TASKS = [
-    (transformers.BertForSequenceClassification, dict(num_labels=3), lambda e: BertClassifier(e, 3), "logits"),
-    (transformers.BertForTokenClassification, dict(num_labels=4), lambda e: BertTokenClassifier(e, 4), "logits"),
+    (transformers.BertForSequenceClassification, dict(num_labels=3), lambda e: BertClassifier(e, num_classes=3),
+     "logits"),
+    (transformers.BertForTokenClassification, dict(num_labels=4), lambda e: BertTokenClassifier(e, num_classes=4),
+     "logits"),
     (transformers.BertForQuestionAnswering, {}, lambda e: BertSpanQA(e), "start_logits"),
     (transformers.BertForMultipleChoice, {}, lambda e: BertMultipleChoice(e), "logits"),
 ]
@@ -210,7 +212,7 @@ def test_task_heads_match_hf(tiny_config, tmp_path, hf_class, extra, build, key)
 def test_fine_tuning_starts_from_a_pretraining_checkpoint(tiny_config, tmp_path):
     pretrainer = BertPretrainer(BertEncoder(tiny_config))
     prefix = checkpoints.save_original(pretrainer, tmp_path / "model.ckpt")
-    classifier = BertClassifier(BertEncoder(tiny_config), 2)
+    classifier = BertClassifier(BertEncoder(tiny_config), num_classes=2)
     with pytest.raises(CheckpointError, match="missing 2 variable.*output_weights"):
         checkpoints.restore_original(classifier, prefix)
     report = checkpoints.restore_original(classifier, prefix, heads_required=False)

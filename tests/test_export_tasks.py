@@ -148,7 +148,7 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
     vocab = os.path.join(minilm_dir, "vocab.txt")
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     texts = ["John Smith lives in Paris .", "Zoë went to Ünterwald , then home", "", LONG.replace(".", " .")]
-    model = BertTokenClassifier(BertEncoder(_config()), len(tags))
+    model = BertTokenClassifier(BertEncoder(_config()), num_classes=len(tags))
     _sharpen(model.head)
     task = get_task("conll2003")
     directory = _model_dir(tmp_path, model, type(task)(**{**task.__dict__, "labels": tuple(tags)}),

@@ -45,8 +45,9 @@ def test_parameter_counts_match_the_paper():
 
 def all_models(config):
     encoder = BertEncoder(config)
-    return [encoder, BertPretrainer(encoder), BertClassifier(encoder, 3), BertClassifier(encoder, 1),
-            BertTokenClassifier(encoder, 5), BertSpanQA(encoder), BertMultipleChoice(encoder)]
+    return [encoder, BertPretrainer(encoder), BertClassifier(encoder, num_classes=3),
+            BertClassifier(encoder, num_classes=1), BertTokenClassifier(encoder, num_classes=5), BertSpanQA(encoder),
+            BertMultipleChoice(encoder)]
 
 
 def inputs_for(model, config):

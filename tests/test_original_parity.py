@@ -347,17 +347,17 @@ def test_task_losses_are_the_originals_on_the_same_logits(tiny_config):
     tag_weights[0, 0] = 1.0
     scores = rng.normal(size=batch).astype("float32")
     cases = [
-        (BertClassifier(BertEncoder(tiny_config), 3), {"logits": labels_cls}, None, None,
+        (BertClassifier(BertEncoder(tiny_config), num_classes=3), {"logits": labels_cls}, None, None,
          {"logits": rng.normal(size=(batch, 3))}, lambda p: _ce(p["logits"], labels_cls).mean()),
         (BertMultipleChoice(BertEncoder(tiny_config)), {"logits": labels_cls}, None, None,
          {"logits": rng.normal(size=(batch, 3))}, lambda p: _ce(p["logits"], labels_cls).mean()),
         (BertSpanQA(BertEncoder(tiny_config)), {"start_logits": start, "end_logits": end}, SPAN_LOSS_WEIGHTS, None,
          {"start_logits": rng.normal(size=(batch, seq)), "end_logits": rng.normal(size=(batch, seq))},
          lambda p: (_ce(p["start_logits"], start).mean() + _ce(p["end_logits"], end).mean()) / 2),
-        (BertTokenClassifier(BertEncoder(tiny_config), 4), {"logits": tags}, None, {"logits": tag_weights},
+        (BertTokenClassifier(BertEncoder(tiny_config), num_classes=4), {"logits": tags}, None, {"logits": tag_weights},
          {"logits": rng.normal(size=(batch, seq, 4))},
          lambda p: (_ce(p["logits"], tags) * tag_weights).sum() / tag_weights.sum()),
-        (BertClassifier(BertEncoder(tiny_config), 1), {"logits": scores}, None, None,
+        (BertClassifier(BertEncoder(tiny_config), num_classes=1), {"logits": scores}, None, None,
          {"logits": rng.normal(size=(batch, 1))}, lambda p: ((p["logits"][:, 0] - scores) ** 2).mean()),
     ]
     for model, labels, loss_weights, sample_weight, logits, want in cases:

@@ -33,7 +33,8 @@ class BertTransformerBlock(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
 
         policy = self.dtype_policy
-        self.attention = BertSelfAttention(hidden_size, num_heads, attention_dropout_rate, initializer_range,
+        self.attention = BertSelfAttention(hidden_size=hidden_size, num_heads=num_heads,
+                                           dropout_rate=attention_dropout_rate, initializer_range=initializer_range,
                                            dtype=policy, name="attention")
         self.attention_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
                                                                     name="attention_LayerNorm")

@@ -38,7 +38,7 @@ def encode(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, 
 @functools.lru_cache(maxsize=4)
 def _preprocessor(vocab_file: str, do_lower_case: bool, max_seq_length: int) -> Preprocessor:
     """One Preprocessor per run (train, dev and test splits share its compiled functions)."""
-    return Preprocessor(vocab_file, do_lower_case, max_seq_length)
+    return Preprocessor(vocab_file, do_lower_case=do_lower_case, seq_length=max_seq_length)
 
 
 def label_array(task: Task, examples, where: str) -> np.ndarray:
@@ -81,7 +81,7 @@ class Classification(Family):
         """A fresh `BertClassifier` with the task's number of outputs (one score for regression)."""
         from bert_tf.models import BertClassifier, BertEncoder
 
-        return BertClassifier(BertEncoder(config), self.num_outputs(task), dropout_rate=dropout_rate)
+        return BertClassifier(BertEncoder(config), num_classes=self.num_outputs(task), dropout_rate=dropout_rate)
 
     def features(self, examples, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> dict:
         return encode(examples, vocab_file, do_lower_case, max_seq_length)
@@ -93,7 +93,7 @@ class Classification(Family):
         return logits[:, :1] if task.regression else keras.ops.softmax(logits).numpy()
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
-        module = ClassifierModule(model, preprocessor, info.labels, pairs=bool(info.pairs),
+        module = ClassifierModule(model, preprocessor=preprocessor, labels=info.labels, pairs=bool(info.pairs),
                                   regression=info.kind == "regression")
         labels_asset(module, info.labels, scratch)
         return module

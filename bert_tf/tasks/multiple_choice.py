@@ -33,7 +33,7 @@ class MultipleChoice(Classification):
         return {key: value.reshape(len(examples), count, max_seq_length) for key, value in packed.items()}
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
-        return MultipleChoiceModule(model, preprocessor)
+        return MultipleChoiceModule(model, preprocessor=preprocessor)
 
 
 FAMILY = MultipleChoice()

@@ -29,10 +29,10 @@ class Tagging(Family):
     def build_model(self, task, config, dropout_rate: float):
         from bert_tf.models import BertEncoder, BertTokenClassifier
 
-        return BertTokenClassifier(BertEncoder(config), len(task.labels), dropout_rate=dropout_rate)
+        return BertTokenClassifier(BertEncoder(config), num_classes=len(task.labels), dropout_rate=dropout_rate)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
-        module = TaggerModule(model, preprocessor, info.labels, doc_stride)
+        module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels, doc_stride=doc_stride)
         labels_asset(module, info.labels, scratch)
         return module
 

@@ -46,5 +46,5 @@ def test_classification_head_and_fold_choices_round_trip():
     flat = fold(x).numpy()
     np.testing.assert_array_equal(flat, x.reshape(6, 5))
     np.testing.assert_array_equal(fold(flat[:, :1], like=x).numpy(), x[:, :, 0])
-    head = MaskedLMHead(30, 8, activation="gelu", layer_norm_eps=1e-6)
+    head = MaskedLMHead(vocab_size=30, hidden_size=8, activation="gelu", layer_norm_eps=1e-6)
     assert MaskedLMHead.from_config(head.get_config()).get_config() == head.get_config()

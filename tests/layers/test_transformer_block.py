@@ -40,7 +40,7 @@ def test_exact_and_tanh_gelu_are_the_two_published_formulas():
 
 
 def test_config_round_trip():
-    block = BertTransformerBlock(16, 2, 32, activation="gelu", dropout_rate=0.2, attention_dropout_rate=0.3,
-                                 layer_norm_eps=1e-6)
+    block = BertTransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32, activation="gelu",
+                                 dropout_rate=0.2, attention_dropout_rate=0.3, layer_norm_eps=1e-6)
     clone = BertTransformerBlock.from_config(block.get_config())
     assert clone.get_config() == block.get_config() and clone.activation == "gelu"
