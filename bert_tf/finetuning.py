@@ -80,8 +80,8 @@ def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weig
     `callbacks`: Keras callbacks for `model.fit` (e.g. to follow the training)."""
     import keras
 
+    from bert_tf.checkpoints import restore_weights
     from bert_tf.optimization import create_optimizer
-    from bert_tf.training import restore_weights
 
     count = len(next(iter(labels.values())))
     steps = steps_for(count, options.train_batch_size, options.num_train_epochs)
@@ -189,7 +189,7 @@ def global_step(model, output_dir, trained: bool) -> dict:
 def existing_model(output_dir, build, options):
     """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
     `options.init_checkpoint`."""
-    from bert_tf.training import restore_weights
+    from bert_tf.checkpoints import restore_weights
 
     if os.path.exists(os.path.join(output_dir, MODEL_FILE)):
         return load_finetuned(output_dir)

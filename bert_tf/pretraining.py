@@ -379,8 +379,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
                 staging.copy_file(options.vocab_file, os.path.join(export, "vocab.txt"))
             results["train"]["export"] = export
     elif tf.train.latest_checkpoint(output_dir) or options.init_checkpoint:  # evaluate what is there
-        results["checkpoint"] = training.restore_weights(model, tf.train.latest_checkpoint(output_dir)
-                                                         or options.init_checkpoint)
+        results["checkpoint"] = checkpoints.restore_weights(model, tf.train.latest_checkpoint(output_dir)
+                                                            or options.init_checkpoint)
         results["step"] = checkpoint_step(results["checkpoint"])
     else:
         results["step"] = 0  # fresh weights

@@ -13,8 +13,8 @@ long runs need and `fit` does not give exactly:
 - TensorBoard scalars (`<output_dir>/train`): the model's metrics, learning rate, examples/s globally and per
   replica.
 
-`restore_weights` is the separate, weights-only initialisation (`--init_checkpoint`): original TF1 checkpoints or
-our own, optimizer state and step ignored.
+A fresh run starts from `init_checkpoint`'s weights (`bert_tf.checkpoints.restore_weights`: any format, optimizer
+state and step ignored).
 """
 
 from __future__ import annotations
@@ -51,43 +51,6 @@ class TrainingError(RuntimeError):
 
 class Preempted(RuntimeError):
     """SIGTERM arrived; a checkpoint was saved and a restart resumes from it."""
-
-
-def restore_weights(model, path: str) -> str:
-    """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
-    (google-research/bert names), an HF directory (config.json + model.safetensors), or one written by `train`.
-    A checkpoint of another model type (a pretraining checkpoint for a classifier) gives its encoder; heads that the
-    checkpoint lacks keep their fresh initialisation. Returns the checkpoint used."""
-    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
-        checkpoints.restore_hf(model, path, heads_required=False)
-        logging.info("initialised weights from %s", path)
-        return path
-    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
-    if not resolved:
-        raise checkpoints.CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
-    try:
-        names = {name for name, _ in tf.train.list_variables(resolved)}
-    except (tf.errors.OpError, ValueError) as e:
-        raise checkpoints.CheckpointError(f"--init_checkpoint={path}: cannot read a checkpoint there "
-                                          f"({str(e).splitlines()[0]})") from None
-    if "bert/embeddings/word_embeddings" in names:
-        checkpoints.restore_original(model, resolved, heads_required=False)
-    else:
-        status = checkpoints.restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
-            f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError:  # another model type: take the encoder
-            encoder = getattr(model, "encoder", model)
-            status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(resolved)
-            try:
-                status.assert_existing_objects_matched()
-            except AssertionError as e:
-                raise checkpoints.CheckpointError(f"--init_checkpoint={path}: does not fit this model "
-                                                  f"({str(e).splitlines()[0][:200]})") from None
-        status.expect_partial()
-    logging.info("initialised weights from %s", resolved)
-    return resolved
 
 
 def is_chief(strategy) -> bool:
@@ -168,7 +131,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
             iterator = iter(strategy.distribute_datasets_from_function(lambda context: dataset_fn(context).skip(
                 done * max(1, context.num_replicas_in_sync // context.num_input_pipelines))))
     elif init_checkpoint:
-        restore_weights(model, init_checkpoint)
+        checkpoints.restore_weights(model, init_checkpoint)
     logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)  # after the checks of what it starts from
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
     directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")

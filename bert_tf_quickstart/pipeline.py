@@ -15,8 +15,9 @@ from its checkpoints:
 4. `pretrain/`: `run_pretraining` logic; TensorBoard scalars in `pretrain/train`; held-out MLM and NSP accuracy;
    `pretrain/bert_model/` is the pretrained model in the released layout.
 5. `finetune/`: the `word_order` task derived from the corpus without labels (is a sentence as written or are its
-   words shuffled; half each), `run_classifier` from the pretrained model, held-out accuracy. (A first choice, "does
-   sentence B come from the same documentation entry as A", stayed at chance with a model this small.)
+   words shuffled; half each), `run_classifier` from the pretrained model, held-out accuracy. Word order is a task
+   a model this small learns from a corpus this size, where "does sentence B come from the same documentation entry
+   as A" is not.
 6. `export/`: `classifier` and `mlm` SavedModels (raw strings in).
 7. `answers/`: both SavedModels loaded in a fresh process that imports only TensorFlow and tensorflow-text;
    `[MASK]` fill-ins and word-order decisions with scores. On the built-in corpus the questions are fixed ones; on

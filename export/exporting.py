@@ -106,9 +106,9 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
 
 def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
     """(BertPretrainer, whether the checkpoint had the MLM head) from any checkpoint `restore_weights` reads."""
+    from bert_tf.checkpoints import restore_weights
     from bert_tf.config import BertConfig
     from bert_tf.models import BertEncoder, BertPretrainer
-    from bert_tf.training import restore_weights
 
     pretrainer = BertPretrainer(BertEncoder(BertConfig.from_json_file(bert_config_file)))
     if not init_checkpoint:

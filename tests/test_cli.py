@@ -11,7 +11,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file
 
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
-from bert_tf.cli.convert_checkpoint import convert
+from bert_tf.checkpoints import convert
 from tests.conftest import make_batch
 from tests.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
 

@@ -152,7 +152,7 @@ def test_training_on_a_truncated_shard_names_it_and_saves_nothing(shards, tmp_pa
 def test_resuming_over_checkpoints_of_another_size_or_input_names_what_differs(shards, tmp_path):
     from bert_tf.checkpoints import CheckpointError
     from bert_tf.pretraining import build_pretrainer, run_pretraining
-    from bert_tf.training import restore_weights
+    from bert_tf.checkpoints import restore_weights
 
     output = tmp_path / "run"
     run_pretraining(_tiny(16), str(shards / "*.tfrecord"), str(output), _options(2))

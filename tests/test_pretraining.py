@@ -451,7 +451,7 @@ def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path)
     import keras
     import tensorflow as tf
 
-    from bert_tf import training
+    from bert_tf import checkpoints, training
     from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
 
     config = dataclasses.replace(_config(data), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -478,7 +478,7 @@ def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path)
     training.train(reference, strategy, dataset_of(batches[:3]), str(tmp_path / "ref"), num_train_steps=3,
                    global_batch_size=8, steps_per_loop=5, save_checkpoints_steps=5)
     restored = build_pretrainer(config, options)
-    training.restore_weights(restored, str(tmp_path / "nan"))
+    checkpoints.restore_weights(restored, str(tmp_path / "nan"))
     for a, b in zip(reference.trainable_weights, restored.trainable_weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -587,7 +587,7 @@ def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
 def test_phase_two_starts_from_phase_one_weights_at_another_length(data, tmp_path):
     from data_gen.generate import Options, generate, output_paths
 
-    from bert_tf import training
+    from bert_tf import checkpoints
     from bert_tf.pretraining import PretrainingOptions, build_pretrainer, run_pretraining
 
     config = _config(data)
@@ -604,13 +604,13 @@ def test_phase_two_starts_from_phase_one_weights_at_another_length(data, tmp_pat
     assert results["train"]["step"] == 3  # a fresh step count and optimizer, as the original's phase 2
     # the weights phase 2 started from are phase 1's, whichever format they are read from
     from_object = build_pretrainer(config, phase2)
-    training.restore_weights(from_object, str(tmp_path / "phase1"))
+    checkpoints.restore_weights(from_object, str(tmp_path / "phase1"))
     from_original = build_pretrainer(config, phase2)
-    training.restore_weights(from_original, str(tmp_path / "phase1" / "bert_model" / "bert_model.ckpt"))
+    checkpoints.restore_weights(from_original, str(tmp_path / "phase1" / "bert_model" / "bert_model.ckpt"))
     for a, b in zip(from_object.trainable_weights, from_original.trainable_weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(Exception, match="no checkpoint in this directory"):
-        training.restore_weights(from_object, str(tmp_path / "records64"))
+        checkpoints.restore_weights(from_object, str(tmp_path / "records64"))
 
 
 def test_input_is_sharded_by_file_or_by_record(data, caplog):

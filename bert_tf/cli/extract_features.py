@@ -27,12 +27,12 @@ flags.mark_flags_as_required(["input_file", "output_file", "bert_config_file", "
 def main(argv):
     del argv
     f = flags.FLAGS
+    from bert_tf.checkpoints import restore_weights
     from bert_tf.config import BertConfig
     from bert_tf.models import BertEncoder
     from bert_tf.tasks import DataError
     from bert_tf.feature_extraction import extract, read_lines
     from bert_tf.tokenization import FullTokenizer, VocabError
-    from bert_tf.training import restore_weights
 
     try:
         try:

@@ -1,0 +1,111 @@
+"""The HF transformers format: a directory with `model.safetensors` and `config.json`, read and written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from bert_tf import staging
+from bert_tf.checkpoints.names import CheckpointError, assign, build_model, hf_name, variable_map
+from bert_tf.config import BertConfig
+from bert_tf.models import BertEncoder, BertPretrainer
+
+
+def _hf_files(path: str) -> tuple[str, str]:
+    path = os.fspath(path)
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    weights = path if path.endswith(".safetensors") else os.path.join(directory, "model.safetensors")
+    config = os.path.join(directory, "config.json")
+    for needed, what in ((weights, "model.safetensors"), (config, "config.json")):
+        if not os.path.exists(needed):
+            raise CheckpointError(f"{path}: {what} not found; pass a directory with config.json and "
+                                  "model.safetensors (HF format)")
+    return weights, config
+
+
+def read_hf(path: str) -> dict[str, np.ndarray]:
+    """The tensors of an HF `model.safetensors`, with the `bert.` prefix of HF task models removed."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    weights, _ = _hf_files(path)
+    try:
+        tensors = load_file(weights)
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{weights}: unreadable safetensors file ({e})") from None
+    return {name.removeprefix("bert."): value for name, value in tensors.items()}
+
+
+def restore_hf(model, path: str, heads_required: bool = True) -> dict:
+    """Loads HF safetensors weights into an existing model; returns {'loaded': n, 'skipped': [names]}."""
+    tensors = read_hf(path)
+
+    def lookup(name):
+        value = tensors.get(name)
+        if value is None and name.endswith(".weight"):  # older exports name LayerNorm parameters gamma/beta
+            value = tensors.get(name[: -len(".weight")] + ".gamma")
+        if value is None and name.endswith(".bias"):
+            value = tensors.get(name[: -len(".bias")] + ".beta")
+        return value
+
+    return assign(variable_map(model, heads_required), lookup, os.fspath(path), "transpose_hf",
+                   name_of=lambda slot: hf_name(slot.name))
+
+
+def load_hf(path: str, model: str = "encoder"):
+    """Builds a `BertEncoder` (or `BertPretrainer`) from an HF directory with `config.json` + `model.safetensors`.
+
+    The HF config's `hidden_act: "gelu"` is the exact erf GELU, and so is the loaded model.
+    """
+    _, config_path = _hf_files(path)
+    built = build_model(BertConfig.from_json_file(config_path), model)
+    restore_hf(built, path)
+    return built
+
+
+# Our model classes and the HF transformers class whose layout `save_hf` writes for each.
+_HF_ARCHITECTURES = {BertEncoder: "BertModel", BertPretrainer: "BertForPreTraining"}
+
+
+def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
+    """Writes `model` as an HF transformers directory: `model.safetensors`, `config.json` and, when given, a copy of
+    `vocab_file` as `vocab.txt`. A `BertEncoder` is written as `BertModel`, a `BertPretrainer` as
+    `BertForPreTraining` (encoder names under `bert.`, heads under `cls.`; the MLM decoder is tied to the word
+    embeddings, as HF saves it). A new directory is written under a temporary name and renamed into place; into an
+    existing one each file is renamed in, `config.json` last, so a crash never leaves a directory that loads.
+    """
+    from safetensors.numpy import save_file
+
+    architecture = _HF_ARCHITECTURES.get(type(model))
+    if architecture is None:
+        raise CheckpointError(f"save_hf writes a BertEncoder or a BertPretrainer, not a {type(model).__name__}")
+    tensors = {}
+    for slot in variable_map(model):
+        name = hf_name(slot.name)
+        if architecture != "BertModel" and slot.name.startswith("bert/"):
+            name = "bert." + name
+        value = np.asarray(slot.variable.numpy(), dtype=np.float32)
+        tensors[name] = np.ascontiguousarray(value.T if slot.transpose_hf else value)
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CheckpointError(f"{directory}: exists and is not a directory; an HF model is a directory")
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    staging.remove_stale(directory)  # what killed writers of this directory left
+    tmp = staging.staging_name(directory)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        if vocab_file:
+            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
+        if not os.path.exists(directory):
+            os.rename(tmp, directory)
+        else:
+            for filename in sorted(os.listdir(tmp), key=lambda f: f == "config.json"):
+                os.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory

@@ -1,0 +1,175 @@
+"""The name map every checkpoint format shares, and the all-or-nothing assignment of a format's tensors.
+
+`variable_map(model)` lists each of our variables with its original TF1 name
+(`bert/encoder/layer_3/attention/self/query/kernel`, ...) and how each format stores it; the HF name is derived from
+it by `hf_name`. `assign` reads every value and checks every shape before it assigns any variable, so a bad
+checkpoint raises one `CheckpointError` naming the variable and leaves the model untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from bert_tf.config import BertConfig
+from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
+                            BertTokenClassifier)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model: missing variables, wrong shapes, unreadable files."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One of our variables and how the formats store it.
+
+    `transpose_original` / `transpose_hf`: the stored array is the transpose of ours (Dense kernels are [in, out]
+    in TF1 and Keras but [out, in] in torch; the original NSP and task heads store `output_weights` as [out, in]).
+    `required`: loading fails when the checkpoint lacks it (encoder weights); optional slots (task heads) keep their
+    fresh initialization when absent.
+    """
+
+    name: str
+    variable: object
+    transpose_original: bool = False
+    transpose_hf: bool = False
+    required: bool = True
+
+
+def _dense(prefix, layer, required=True):
+    return [Slot(f"{prefix}/kernel", layer.kernel, transpose_hf=True, required=required),
+            Slot(f"{prefix}/bias", layer.bias, required=required)]
+
+
+def _layer_norm(prefix, layer, required=True):
+    return [Slot(f"{prefix}/gamma", layer.gamma, required=required),
+            Slot(f"{prefix}/beta", layer.beta, required=required)]
+
+
+def _output_weights(prefix, head, required):
+    """The original's hand-made heads: `output_weights` [out, H] and `output_bias` [out]."""
+    return [Slot(f"{prefix}output_weights", head.dense.kernel, transpose_original=True, transpose_hf=True,
+                 required=required),
+            Slot(f"{prefix}output_bias", head.dense.bias, required=required)]
+
+
+def _encoder_slots(encoder: BertEncoder, pooler_required: bool = True) -> list[Slot]:
+    emb = encoder.embeddings
+    slots = [Slot("bert/embeddings/word_embeddings", emb.word_embeddings),
+             Slot("bert/embeddings/token_type_embeddings", emb.token_type_embeddings),
+             Slot("bert/embeddings/position_embeddings", emb.position_embeddings),
+             *_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm)]
+    for i, block in enumerate(encoder.transformer_layers):
+        prefix = f"bert/encoder/layer_{i}"
+        attention = block.attention
+        slots += _dense(f"{prefix}/attention/self/query", attention.query)
+        slots += _dense(f"{prefix}/attention/self/key", attention.key)
+        slots += _dense(f"{prefix}/attention/self/value", attention.value)
+        slots += _dense(f"{prefix}/attention/output/dense", attention.output_dense)
+        slots += _layer_norm(f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
+        slots += _dense(f"{prefix}/intermediate/dense", block.intermediate)
+        slots += _dense(f"{prefix}/output/dense", block.output_dense)
+        slots += _layer_norm(f"{prefix}/output/LayerNorm", block.output_layer_norm)
+    slots += _dense("bert/pooler/dense", encoder.pooler.dense, pooler_required)
+    return slots
+
+
+def variable_map(model, heads_required: bool = True) -> list[Slot]:
+    """Every variable of `model` with its original TF1 checkpoint name.
+
+    Heads named as the original code names them: `cls/predictions/*` and `cls/seq_relationship/*` for pretraining,
+    `output_weights`/`output_bias` for run_classifier, `cls/squad/*` for run_squad. Heads the original never had
+    (token tagging, multiple choice) use `cls/<task>/output_*` in the same layout. With `heads_required=False` a
+    checkpoint without the head loads the encoder and leaves the head as initialised (fine-tuning from a
+    pretraining checkpoint).
+    """
+    if isinstance(model, BertEncoder):
+        return _encoder_slots(model)
+    # Token-level heads never read the pooler, and HF saves those models without one.
+    slots = _encoder_slots(model.encoder, pooler_required=not isinstance(model, (BertSpanQA, BertTokenClassifier)))
+    if isinstance(model, BertPretrainer):
+        mlm = model.masked_lm
+        slots += _dense("cls/predictions/transform/dense", mlm.transform, heads_required)
+        slots += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm, heads_required)
+        slots.append(Slot("cls/predictions/output_bias", mlm.output_bias, required=heads_required))
+        slots += _output_weights("cls/seq_relationship/", model.next_sentence, heads_required)
+    elif isinstance(model, BertClassifier):
+        slots += _output_weights("", model.head, heads_required)
+    elif isinstance(model, BertSpanQA):
+        slots += _output_weights("cls/squad/", model.head, heads_required)
+    elif isinstance(model, BertTokenClassifier):
+        slots += _output_weights("cls/token_classification/", model.head, heads_required)
+    elif isinstance(model, BertMultipleChoice):
+        slots += _output_weights("cls/multiple_choice/", model.head, heads_required)
+    else:
+        raise TypeError(f"no checkpoint name map for {type(model).__name__}")
+    return slots
+
+
+_HF_SPECIAL = {
+    "cls.predictions.output_bias": "cls.predictions.bias",
+    "cls.seq_relationship.output_weights": "cls.seq_relationship.weight",
+    "cls.seq_relationship.output_bias": "cls.seq_relationship.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+    "cls.squad.output_weights": "qa_outputs.weight",
+    "cls.squad.output_bias": "qa_outputs.bias",
+    "cls.token_classification.output_weights": "classifier.weight",
+    "cls.token_classification.output_bias": "classifier.bias",
+    "cls.multiple_choice.output_weights": "classifier.weight",
+    "cls.multiple_choice.output_bias": "classifier.bias",
+}
+
+
+def hf_name(original_name: str) -> str:
+    """HF transformers' name for an original TF1 name, without the `bert.` prefix that HF task models add."""
+    name = original_name.removeprefix("bert/")
+    name = re.sub(r"layer_(\d+)", r"layer.\1", name).replace("/", ".")
+    if name in _HF_SPECIAL:
+        return _HF_SPECIAL[name]
+    if name.startswith("embeddings.") and name.endswith("_embeddings"):
+        return name + ".weight"
+    for old, new in ((".kernel", ".weight"), (".gamma", ".weight"), (".beta", ".bias")):
+        if name.endswith(old):
+            return name[: -len(old)] + new
+    return name
+
+
+def assign(slots: list[Slot], lookup, source: str, transpose_attr: str, name_of=lambda s: s.name) -> dict:
+    """Reads every slot through `lookup(name) -> array | None`, checks all shapes, then assigns all at once."""
+    staged, missing, skipped = [], [], []
+    for slot in slots:
+        name = name_of(slot)
+        value = lookup(name)
+        if value is None:
+            (missing if slot.required else skipped).append(name)
+            continue
+        value = np.asarray(value)
+        if getattr(slot, transpose_attr):
+            value = value.T
+        want = tuple(slot.variable.shape)
+        if value.shape != want:
+            raise CheckpointError(
+                f"{source}: variable {name} has shape {tuple(value.shape)} but the model expects {want} (after "
+                f"layout conversion); the checkpoint was trained with a different config — check bert_config.json "
+                "(hidden_size, intermediate_size, vocab_size, max_position_embeddings, type_vocab_size)")
+        staged.append((slot.variable, value))
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise CheckpointError(f"{source}: missing {len(missing)} variable(s) the model needs: {shown}; is this a "
+                              "BERT checkpoint with the same num_hidden_layers as the config?")
+    for variable, value in staged:
+        variable.assign(value.astype(variable.dtype))
+    return {"loaded": len(staged), "skipped": skipped}
+
+
+def build_model(config: BertConfig, model: str):
+    """A fresh `BertEncoder` (`model="encoder"`) or `BertPretrainer` (`"pretrainer"`) of `config`, to load into."""
+    if model == "encoder":
+        return BertEncoder(config)
+    if model == "pretrainer":
+        return BertPretrainer(BertEncoder(config))
+    raise ValueError(f"model={model!r}: choose 'encoder' or 'pretrainer'")

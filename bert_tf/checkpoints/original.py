@@ -1,0 +1,90 @@
+"""The original TF1 checkpoint format (google-research/bert): name-based tensors, read and written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import staging
+from bert_tf.checkpoints.names import CheckpointError, assign, build_model, variable_map
+from bert_tf.config import BertConfig
+
+
+def _resolve_checkpoint(path: str) -> str:
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(f"{path}: directory holds no TF checkpoint (no 'checkpoint' index file); pass the "
+                                  "checkpoint prefix, e.g. .../bert_model.ckpt")
+        return latest
+    if not os.path.exists(path + ".index"):
+        raise CheckpointError(f"{path}: no TF checkpoint here ({path}.index not found); pass the prefix without "
+                              "the .index/.data suffix, e.g. .../bert_model.ckpt")
+    return path
+
+
+def read_original(path: str) -> dict[str, np.ndarray]:
+    """All tensors of a TF1 (name-based) checkpoint, by name."""
+    prefix = _resolve_checkpoint(path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{prefix}: unreadable checkpoint ({e.__class__.__name__}: {e})") from None
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def restore_original(model, path: str, heads_required: bool = True) -> dict:
+    """Loads an original TF1 checkpoint into an existing model; returns {'loaded': n, 'skipped': [names]}."""
+    tensors = read_original(path)
+    return assign(variable_map(model, heads_required), tensors.get, os.fspath(path), "transpose_original")
+
+
+def load_original(path: str, config: BertConfig | str, model: str = "encoder"):
+    """Builds a `BertEncoder` (or, with `model="pretrainer"`, a `BertPretrainer` with the MLM and NSP heads) from
+    an original checkpoint prefix such as `uncased_L-12_H-768_A-12/bert_model.ckpt`.
+
+    `config` is a `BertConfig` or the path of the `bert_config.json` shipped with the checkpoint.
+    """
+    _resolve_checkpoint(path)  # a missing checkpoint is reported before a missing config
+    if not isinstance(config, BertConfig):
+        config = BertConfig.from_json_file(config)
+    built = build_model(config, model)
+    restore_original(built, path)
+    return built
+
+
+def save_original(model, prefix: str, global_step: int | None = None) -> str:
+    """Writes `model`'s weights as a TF1 name-based checkpoint at `prefix` (readable by google-research/bert), with
+    the original's int64 `global_step` when given (the step evaluation reports).
+
+    Also writes the `checkpoint` index file beside it. Files are written in a temporary directory and moved into
+    place when complete, the `.index` last, so a crash never leaves a checkpoint that looks whole.
+    """
+    prefix = os.fspath(prefix)
+    directory = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(directory, exist_ok=True)
+    slots = variable_map(model)
+    names = [slot.name for slot in slots]
+    tensors = []
+    for slot in slots:
+        value = np.asarray(slot.variable.numpy(), dtype=np.float32)
+        tensors.append(tf.constant(value.T if slot.transpose_original else value))
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".ckpt-tmp-") as tmp:
+        tmp_prefix = os.path.join(tmp, os.path.basename(prefix))
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=tensors)
+        produced = sorted(os.listdir(tmp), key=lambda f: f.endswith(".index"))
+        for filename in produced:
+            shutil.move(os.path.join(tmp, filename), os.path.join(directory, filename))
+    base = os.path.basename(prefix)
+    staging.write_text(os.path.join(directory, "checkpoint"),
+                       f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
+    return prefix

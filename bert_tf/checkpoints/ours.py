@@ -1,0 +1,85 @@
+"""Our own checkpoints (`tf.train.Checkpoint`, written by `bert_tf.training.train`), and `restore_weights`, which
+initialises a model from a checkpoint of any format."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.checkpoints.hf import restore_hf
+from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.checkpoints.original import restore_original
+
+
+_INCOMPATIBLE = re.compile(r"incompatible tensor with shape (\(.*?\)) when attempting to restore variable with "
+                           r"shape (\(.*?\)) and name (\S+?)(?::\d+)?\.?$", re.MULTILINE)
+
+
+def restore_fitting(restore, path: str, explain):
+    """`restore(path)` (a `tf.train.Checkpoint`'s `restore` or `read`), where a variable whose shape differs from
+    the checkpoint's is one `CheckpointError(explain("variable NAME has shape A there but B in this model"))`, and
+    an input position saved for another input pipeline one naming `path`. The half-done restoration is marked as
+    expected to be partial: TensorFlow would otherwise log a warning per value it did not restore, after the error,
+    when the model is deleted."""
+    try:
+        return restore(path)
+    except (ValueError, tf.errors.FailedPreconditionError) as e:
+        found = _INCOMPATIBLE.search(str(e))
+        if found:
+            saved, wanted, name = found.groups()
+            message = explain(f"variable {name} has shape {saved} there but {wanted} in this model")
+        elif "restore dataset iterator" in str(e):
+            reason = re.sub(r"\s*Make sure .*", "", str(e).split("checkpoint: ", 1)[-1].splitlines()[0])
+            message = (f"{path} saved its input position for another input ({reason.rstrip('. ')}): resume with the "
+                       "--input_file it was trained on, or start a new --output_dir")
+        else:
+            raise
+        frame = e.__traceback__
+        while frame is not None:  # the restore's coordinator is a local of one of the frames that raised
+            for value in frame.tb_frame.f_locals.values():
+                deleter = getattr(value, "_deleter", None)
+                if hasattr(deleter, "set_expect_partial"):
+                    deleter.set_expect_partial(True)
+            frame = frame.tb_next
+    raise CheckpointError(message)
+
+
+def restore_weights(model, path: str) -> str:
+    """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
+    (google-research/bert names), an HF directory (config.json + model.safetensors), or one written by
+    `bert_tf.training.train`. A checkpoint of another model type (a pretraining checkpoint for a classifier) gives
+    its encoder; heads that the checkpoint lacks keep their fresh initialisation. Optimizer state and step are
+    ignored (`--init_checkpoint`). Returns the checkpoint used."""
+    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
+        restore_hf(model, path, heads_required=False)
+        logging.info("initialised weights from %s", path)
+        return path
+    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
+    if not resolved:
+        raise CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
+    try:
+        names = {name for name, _ in tf.train.list_variables(resolved)}
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"--init_checkpoint={path}: cannot read a checkpoint there "
+                              f"({str(e).splitlines()[0]})") from None
+    if "bert/embeddings/word_embeddings" in names:
+        restore_original(model, resolved, heads_required=False)
+    else:
+        status = restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
+            f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError:  # another model type: take the encoder
+            encoder = getattr(model, "encoder", model)
+            status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(resolved)
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError as e:
+                raise CheckpointError(f"--init_checkpoint={path}: does not fit this model "
+                                      f"({str(e).splitlines()[0][:200]})") from None
+        status.expect_partial()
+    logging.info("initialised weights from %s", resolved)
+    return resolved
