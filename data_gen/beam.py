@@ -1,4 +1,4 @@
-"""The data_gen pipeline on Apache Beam, for corpora beyond one machine (optional extra: `pip install .[beam]`).
+r"""The data_gen pipeline on Apache Beam, for corpora beyond one machine (optional extra: `pip install .[beam]`).
 
 Same functions, same windows, same seeds as `data_gen.generate`, so the records are the same as the local run's
 for the same flags (the assignment of records to shard files is Beam's). Each file is read twice: once to count

@@ -1,4 +1,4 @@
-"""Create masked-LM + next-sentence pretraining TFRecords from text (the original generator's flags).
+r"""Create masked-LM + next-sentence pretraining TFRecords from text (the original generator's flags).
 
   python -m data_gen.create_pretraining_data --input_file=corpus/*.txt --output_file=out/ --num_output_shards=8 \
       --vocab_file=vocab.txt --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=2

@@ -1,4 +1,4 @@
-"""Export SavedModels for TF Serving that take raw strings (tensorflow-text preprocessing in the graph).
+r"""Export SavedModels for TF Serving that take raw strings (tensorflow-text preprocessing in the graph).
 
   python -m export.export_saved_model --kind=classifier --model_dir=runs/mrpc --export_dir=exports/mrpc/1
   python -m export.export_saved_model --kind=span_qa --model_dir=runs/squad --export_dir=exports/squad/1

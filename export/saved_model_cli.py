@@ -1,4 +1,4 @@
-"""TensorFlow's `saved_model_cli` with the tensorflow-text ops registered, so that `run` works on our exports
+r"""TensorFlow's `saved_model_cli` with the tensorflow-text ops registered, so that `run` works on our exports
 (the plain `saved_model_cli` does not import tensorflow_text and `run` would fail with "Op type not registered";
 `show` works with either).
 

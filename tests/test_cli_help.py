@@ -91,6 +91,15 @@ def test_help_of_every_console_script_lists_its_own_flags_and_exits_0(results):
     assert not problems, "\n".join(problems)
 
 
+def test_help_shows_the_usage_examples_line_by_line(results):
+    """A docstring example continued with a backslash must reach --help as written (a non-raw docstring would join
+    its lines into one)."""
+    for name in ("run_pretraining", "run_classifier", "run_squad", "run_ner", "create_pretraining_data",
+                 "export_saved_model", "extract_features"):
+        lines = results[("help", name)].stdout.splitlines()
+        assert any(line.rstrip().endswith("\\") and name in line for line in lines), name
+
+
 def test_helpfull_shows_the_command_flags_before_absl_ones(results):
     for name in ("run_swag", "bert_tf_quickstart"):
         out = results[("helpfull", name)]

@@ -1,4 +1,4 @@
-"""Contextual token features from chosen layers of a pretrained BERT (the original extract_features.py's flags).
+r"""Contextual token features from chosen layers of a pretrained BERT (the original extract_features.py's flags).
 
   extract_features --input_file=input.txt --output_file=features.jsonl --vocab_file=vocab.txt \
       --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 \

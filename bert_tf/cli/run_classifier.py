@@ -1,4 +1,4 @@
-"""Fine-tune BERT on a GLUE task (paper section 4.1) with the original run_classifier.py's flags.
+r"""Fine-tune BERT on a GLUE task (paper section 4.1) with the original run_classifier.py's flags.
 
   run_classifier --task_name=MRPC --data_dir=glue/MRPC --vocab_file=uncased_L-12_H-768_A-12/vocab.txt \
       --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json \

@@ -1,4 +1,4 @@
-"""Fine-tune BERT for named-entity recognition on CoNLL-2003-style files (paper section 5.3).
+r"""Fine-tune BERT for named-entity recognition on CoNLL-2003-style files (paper section 5.3).
 
   run_ner --data_dir=conll2003 --vocab_file=cased_L-12_H-768_A-12/vocab.txt --nodo_lower_case \
       --bert_config_file=cased_L-12_H-768_A-12/bert_config.json \

@@ -1,4 +1,4 @@
-"""Pretrain BERT (masked LM + next sentence) on records from create_pretraining_data; the original's flags.
+r"""Pretrain BERT (masked LM + next sentence) on records from create_pretraining_data; the original's flags.
 
   run_pretraining --bert_config_file=bert_config.json --input_file=data/*.tfrecord --output_dir=runs/pretrain \
       --do_train --do_eval --train_batch_size=256 --max_seq_length=128 --max_predictions_per_seq=20 \

@@ -1,4 +1,4 @@
-"""Fine-tune BERT for SQuAD v1.1 / v2.0 (paper sections 4.2, 4.3) with the original run_squad.py's flags.
+r"""Fine-tune BERT for SQuAD v1.1 / v2.0 (paper sections 4.2, 4.3) with the original run_squad.py's flags.
 
   run_squad --vocab_file=uncased_L-12_H-768_A-12/vocab.txt \
       --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json \

@@ -1,4 +1,4 @@
-"""Fine-tune BERT on SWAG (paper section 4.4): run_classifier with --task_name=swag and the same flags.
+r"""Fine-tune BERT on SWAG (paper section 4.4): run_classifier with --task_name=swag and the same flags.
 
   run_swag --data_dir=swagaf/data --vocab_file=vocab.txt --bert_config_file=bert_config.json \
       --init_checkpoint=bert_model.ckpt --do_train --do_eval --train_batch_size=16 --learning_rate=2e-5 \
