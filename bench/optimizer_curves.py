@@ -9,7 +9,7 @@ data, seed and schedule, records each step's training loss, and plots both to `d
 
 from __future__ import annotations
 
-import bert_tf  # noqa: F401  (before TensorFlow: its oneDNN default)
+import bert_tf  # noqa: F401
 
 import json
 import os

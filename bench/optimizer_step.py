@@ -10,7 +10,7 @@ interleaved rounds.
 
 from __future__ import annotations
 
-import bert_tf  # noqa: F401  (before TensorFlow: its oneDNN default)
+import bert_tf  # noqa: F401
 
 import os
 import platform

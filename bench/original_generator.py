@@ -9,7 +9,7 @@ every document and every instance held in memory, a global shuffle, masking with
 import collections
 import random
 
-from bert_tf.tokenization import FullTokenizer  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+from bert_tf.tokenization import FullTokenizer
 
 import tensorflow as tf
 

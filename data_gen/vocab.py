@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import os
 
-from bert_tf.tokenization import BertTokenizerLayer  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+from bert_tf.tokenization import BertTokenizerLayer
 
 import tensorflow as tf
 from bert_tf import staging

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 
-import bert_tf  # noqa: F401  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+import bert_tf  # noqa: F401
 import tensorflow as tf
 
 from bert_tf import tasks

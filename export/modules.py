@@ -10,7 +10,7 @@ families in `bert_tf.tasks`, the TF-Hub-style text preprocessor is `bert_tf.serv
 
 from __future__ import annotations
 
-import bert_tf  # noqa: F401  # before TF: sets TF_ENABLE_ONEDNN_OPTS
+import bert_tf  # noqa: F401
 
 import tensorflow as tf
 
