@@ -15,7 +15,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ("corpus", "vocab", "records", "pretrain", "finetune", "export", "answers")
 # --num_workers=1: the records are the same bytes with any number of workers (test_data_gen tests the workers), and
-# each spawned worker re-imports the CLI module and with it TensorFlow, 6 s of CPU apiece for a few KB of records.
+# each spawned worker re-imports the CLI module and with it TensorFlow, seconds of CPU apiece for a few KB of records.
 TINY = ["--vocab_size=2000", "--hidden_size=32", "--num_hidden_layers=1",
         "--num_attention_heads=2", "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
         "--train_batch_size=32", "--num_train_steps=60", "--finetune_examples=256", "--finetune_epochs=1",
