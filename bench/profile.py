@@ -15,7 +15,7 @@ reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduc
 `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
 kernel), in XLA (`jit_compile`) and in torch: forward `x @ W`, input gradient `dy @ W^T` and weight gradient
 `x^T @ dy`, the shapes a train step runs. TF's and XLA's GEMMs are chained through a scalar added to the input (one
-element-wise pass, ~2 % of a GEMM, counted against them).
+element-wise pass, small against a GEMM, counted against them).
 """
 
 import argparse

@@ -8,9 +8,10 @@ out in closed form for all pairs at once (`truncate`), so a pair costs a few sca
 Python.
 
 One deliberate change from the original: the next-sentence labels are balanced. The original makes B random
-whenever a chunk holds a single segment, so on corpora of short documents its ratio drifts to ~60 % random. Here a
-pair whose label was forced to "random" makes the next freely drawn pair "actual next" (`NspBalance`), which keeps
-the ratio at 50 % within a fraction of a percent while every pair stays a true continuation or a true random pick.
+whenever a chunk holds a single segment, so on corpora of short documents its ratio drifts well above 50 % random
+(BENCHMARKS.md, "Pretraining data generation"). Here a pair whose label was forced to "random" makes the next
+freely drawn pair "actual next" (`NspBalance`), which keeps the ratio at 50 % within a fraction of a percent while
+every pair stays a true continuation or a true random pick.
 """
 
 from __future__ import annotations
