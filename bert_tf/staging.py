@@ -40,11 +40,12 @@ def staging_name(path: str, kind: str = "tmp") -> str:
     return f"{path.rstrip('/')}.{kind}-{os.getpid()}"
 
 
-_STAGING = re.compile(r"\.(tmp|old)-\d+(\.\w+)?$")
+_STAGING = re.compile(r"\.(tmp|old)-\d+$")
 
 
 def is_staging_name(path: str) -> bool:
-    """Whether `path` is a `staging_name` (a file or directory being written, or left by a killed writer)."""
+    """Whether `path` is a `staging_name` (a file or directory being written, or left by a killed writer); a name
+    with a file name extension after it (`staged_file`'s `suffix`) is not taken for one."""
     return _STAGING.search(path) is not None
 
 

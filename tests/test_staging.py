@@ -235,10 +235,11 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write_and_a_live
             (tmp_path / name).write_text("partial")
         staging.write_text(str(tmp_path / "vocab.txt"), "[PAD]\n")
         with staging.staged_file(str(tmp_path / "model.keras"), suffix=".keras") as tmp:
-            assert tmp.endswith(".keras") and staging.is_staging_name(tmp)
+            assert tmp == staging.staging_name(str(tmp_path / "model.keras")) + ".keras"
             open(tmp, "w").write("model")
         assert sorted(os.listdir(tmp_path)) == ["model.keras", "vocab.txt", f"vocab.txt.tmp-{live.pid}"]
-        assert not staging.is_staging_name(str(tmp_path / "vocab.txt"))
+        assert staging.is_staging_name(f"vocab.txt.tmp-{live.pid}") and not staging.is_staging_name("vocab.txt")
+        assert not staging.is_staging_name("wiki.old-2020.tfrecord")  # a user's file, not a temporary
     finally:
         live.kill()
         live.wait()
