@@ -19,6 +19,7 @@ state and step ignored).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ from bert_tf.optimization import current_learning_rate, optimizer_kind
 
 CHECKPOINT_NAME = "ckpt"
 OPTIMIZER_KEY = "optimizer_kind"
+CONFIG_KEY = "bert_config"
 
 
 _SCALAR = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -110,15 +112,22 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     # run draws the same dropout masks as an uninterrupted one.
     state = dict(model=model, optimizer=model.optimizer, global_step=step,
                  model_state=list(model.non_trainable_variables), **{OPTIMIZER_KEY: kind})
+    # The config too: a checkpoint of a deeper model restores into a shallower one without a complaint (every
+    # weight this model has is there), its extra layers dropped; the config is compared before restoring instead.
+    latest = tf.train.latest_checkpoint(output_dir)
+    config = _config_json(model)
+    if config is not None and (latest is None or _saved_config(latest) is not None):  # earlier ones have none
+        with tf.device("/cpu:0"):
+            state[CONFIG_KEY] = tf.Variable(config, trainable=False, name=CONFIG_KEY)
     try:
         checkpoint = tf.train.Checkpoint(data=iterator, **state)
         iterator_saved = True
     except ValueError:  # multi-worker iterators cannot be saved: resume the input by skipping instead
         checkpoint = tf.train.Checkpoint(**state)
         iterator_saved = False
-    latest = tf.train.latest_checkpoint(output_dir)
     if latest:
         _check_optimizer(latest, optimizer_kind(model.optimizer))
+        _check_config(latest, config, output_dir)
         status = checkpoints.restore_fitting(checkpoint.restore, latest, lambda mismatch: (
             f"--output_dir={output_dir} holds checkpoints of another model ({latest}: {mismatch}); train this "
             "model in a new --output_dir, or resume with the config that wrote them"))
@@ -145,6 +154,31 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     finally:
         if not chief:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _config_json(model) -> str | None:
+    config = getattr(model, "bert_config", None)
+    return None if config is None else json.dumps(config.to_dict(), sort_keys=True)
+
+
+def _saved_config(path: str) -> dict | None:
+    reader = tf.train.load_checkpoint(path)
+    key = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+    return json.loads(reader.get_tensor(key).decode()) if reader.has_tensor(key) else None
+
+
+def _check_config(path: str, config: str | None, output_dir: str) -> None:
+    """Refuses to resume the checkpoint at `path` with a model of another config than the one that wrote it."""
+    saved = _saved_config(path)
+    if saved is None or config is None:
+        return
+    current = json.loads(config)
+    differ = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} here" for key in sorted(set(saved) | set(current))
+              if saved.get(key) != current.get(key)]
+    if differ:
+        raise checkpoints.CheckpointError(
+            f"--output_dir={output_dir} holds checkpoints of another model ({path}: {'; '.join(differ)}); train this "
+            "model in a new --output_dir, or resume with the config that wrote them")
 
 
 def _check_optimizer(path: str, kind: str) -> None:

@@ -158,9 +158,8 @@ def test_resuming_over_checkpoints_of_another_size_or_input_names_what_differs(s
     run_pretraining(_tiny(16), str(shards / "*.tfrecord"), str(output), _options(2))
     before = sorted(os.listdir(output))
     with pytest.raises(CheckpointError, match=(
-            rf"^--output_dir={output} holds checkpoints of another model \({output}/ckpt-2: variable "
-            r"embeddings/word_embeddings has shape \(30, 16\) there but \(30, 32\) in this model\); train this model "
-            r"in a new --output_dir")):
+            rf"^--output_dir={output} holds checkpoints of another model \({output}/ckpt-2: hidden_size 16 there, "
+            r"32 here\); train this model in a new --output_dir")):
         run_pretraining(_tiny(32), str(shards / "*.tfrecord"), str(output), _options(4))
     assert sorted(os.listdir(output)) == before
     with pytest.raises(CheckpointError, match=rf"^{output}/ckpt-2 saved its input position for another input \(.*"
@@ -170,6 +169,28 @@ def test_resuming_over_checkpoints_of_another_size_or_input_names_what_differs(s
     with pytest.raises(CheckpointError, match=rf"^--init_checkpoint={output}/ckpt-2: a checkpoint of another model "
                                               r"\(variable embeddings/word_embeddings has shape \(30, 16\) there"):
         restore_weights(build_pretrainer(_tiny(32), _options(4)), str(output / "ckpt-2"))
+
+
+def test_resuming_over_checkpoints_of_a_deeper_model_names_the_config_that_differs(shards, tmp_path):
+    """Every weight of a one-layer model is in a two-layer checkpoint, so TensorFlow alone could restore it with the
+    second layer dropped (or, as Keras tracks layers by position, with weights mismatched by shape)."""
+    import dataclasses
+
+    from bert_tf.checkpoints import CheckpointError
+    from bert_tf.pretraining import run_pretraining
+
+    output = tmp_path / "run"
+    run_pretraining(dataclasses.replace(_tiny(16), num_hidden_layers=2), str(shards / "*.tfrecord"), str(output),
+                    _options(2))
+    before = sorted(os.listdir(output))
+    with pytest.raises(CheckpointError, match=rf"^--output_dir={output} holds checkpoints of another model "
+                                              rf"\({output}/ckpt-2: num_hidden_layers 2 there, 1 here\); train this "
+                                              r"model in a new --output_dir"):
+        run_pretraining(_tiny(16), str(shards / "*.tfrecord"), str(output), _options(4))
+    assert sorted(os.listdir(output)) == before
+    run_pretraining(dataclasses.replace(_tiny(16), num_hidden_layers=2), str(shards / "*.tfrecord"), str(output),
+                    _options(4))  # the model that wrote them resumes
+    assert "ckpt-4.index" in os.listdir(output)
 
 
 # ----------------------------------------------------------------------------------------- fine-tuning text
