@@ -44,7 +44,7 @@ def curves(quickstart_dir: str, learning_rate: float | None, epochs: float | Non
     from bert_tf.config import BertConfig
     from bert_tf.finetuning import FinetuneOptions
     from bert_tf.tasks.classification import run_classifier
-    from bert_tf_quickstart.pipeline import QuickstartOptions
+    from bert_tf_quickstart.options import QuickstartOptions
     from bert_tf.tasks import get_task
 
     defaults = QuickstartOptions()

@@ -13,7 +13,7 @@ import dataclasses
 
 from absl import flags
 
-from bert_tf_quickstart.pipeline import QuickstartOptions
+from bert_tf_quickstart.options import QuickstartOptions
 
 flags.DEFINE_string("output_dir", "runs/quickstart", "Where every stage writes its outputs.")
 flags.DEFINE_string("input_file", None, "Your corpus instead of the built-in one: one sentence per line, a blank line "

@@ -119,12 +119,12 @@ def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skip
 
 
 def test_a_stage_reruns_with_the_stages_after_it_when_what_it_depends_on_changes(tmp_path, capsys):
-    from bert_tf_quickstart.pipeline import _Stages
+    from bert_tf_quickstart.stages import Stages
 
     calls = []
 
     def pipeline(a=1, b=1, force=False):
-        stages = _Stages(str(tmp_path), force)
+        stages = Stages(str(tmp_path), force)
         for name, inputs in (("first", {"a": a}), ("second", {"b": b}), ("third", {})):
             stages.run(name, inputs, lambda d, name=name: calls.append(name) or {"n": len(calls)},
                        lambda f: f"n={f['n']}")
@@ -161,7 +161,8 @@ def test_a_stage_reruns_with_the_stages_after_it_when_what_it_depends_on_changes
 def test_each_option_keys_exactly_the_stages_whose_output_it_changes(tmp_path):
     """Written independently of `stage_inputs`: for every option, the stages that must rerun first when it
     changes (the stages after those follow through the chained keys)."""
-    from bert_tf_quickstart.pipeline import QuickstartOptions, stage_inputs
+    from bert_tf_quickstart.options import QuickstartOptions
+    from bert_tf_quickstart.stages import stage_inputs
 
     expected = {"corpus_mb": ["corpus"], "vocab_size": ["vocab"], "max_seq_length": ["records"],
                 "max_predictions_per_seq": ["records"], "dupe_factor": ["records"],
@@ -186,7 +187,8 @@ def test_each_option_keys_exactly_the_stages_whose_output_it_changes(tmp_path):
 
 
 def test_quickstart_refuses_a_corpus_it_cannot_use(tmp_path):
-    from bert_tf_quickstart.pipeline import build_corpus, word_order_examples
+    from bert_tf_quickstart.corpus import build_corpus
+    from bert_tf_quickstart.word_order import word_order_examples
 
     corpus = tmp_path / "small.txt"
     corpus.write_text("One sentence here.\nAnother one.\n\nA second document.\nWith two lines.\n")
