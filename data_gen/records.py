@@ -86,7 +86,7 @@ def serialize(arrays: dict[str, np.ndarray], features: dict[str, tuple]) -> Reco
     matrix with a validity mask (varints sit in slots of the widest one's width), and one boolean selection lays
     all records out back to back. Building and serializing a tf.train.Example per record would cost many times
     more than everything else a worker does for that record (BENCHMARKS.md, "Pretraining data generation").
-    `tests/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares them, message for
+    `tests/data_gen/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares them, message for
     message, with `tf.train.Example`.
     """
     if arrays and set(arrays) != set(features):

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
 from bert_tf.checkpoints import convert
 from tests.conftest import make_batch
-from tests.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
+from tests.checkpoints.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXTS_A = ["The quick brown fox.", "", "Naïve café déjà vu — 東京 ünïcödé", "word " * 10000,  # 50 kB
            "Short one here."]
 TEXTS_B = ["A fox.", "Empty first.", "", "Another sentence.", "x"]
@@ -41,7 +41,7 @@ def finetuned(minilm_dir, tmp_path_factory):
     from bert_tf.finetuning import FinetuneOptions
     from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import get_task
-    from tests.test_finetuning import _pair_task
+    from tests.tasks.test_finetuning import _pair_task
 
     root = tmp_path_factory.mktemp("export")
     data = _pair_task(root / "MRPC", 32, 8, 4)

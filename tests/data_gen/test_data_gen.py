@@ -18,7 +18,7 @@ from data_gen.documents import CorpusError, read_documents, windows
 from data_gen.instances import NspBalance, Sentences, pairs_from_document, truncate
 from data_gen.masking import MaskingVocab, mask_tokens, num_to_predict
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENS = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(200)] + [
     f"##p{i}" for i in range(50)]
 CLS, SEP, MASK = 3, 4, 5

@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf.tasks import DataError, metrics, ner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_entity_scores_equal_seqeval_on_random_tag_sequences():

@@ -12,7 +12,7 @@ import pytest
 
 from bert_tf.tasks import DataError, get_task, metrics, task_names
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # ------------------------------------------------------------------------------------------------- metrics

@@ -9,7 +9,7 @@ from bert_tf.tokenization import FullTokenizer
 from data_gen.documents import CorpusError
 from data_gen.vocab import build_vocab
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.test_export import _load_elsewhere
+from tests.export.test_export import _load_elsewhere
 
 VOCAB_SIZE = 30522
 LONG = " ".join(f"word{i % 7} and the cat sat." for i in range(40))  # many windows at seq 48

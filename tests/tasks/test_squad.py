@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf.tasks import DataError, squad, squad_eval
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_official_metrics_on_hand_made_cases():
