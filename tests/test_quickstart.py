@@ -1,9 +1,12 @@
 """The main job as a user runs it (a subprocess with flags), at a very small size: every stage's outputs on disk,
-masked-LM accuracy above chance, SavedModels answering from a fresh process, plots and report; a rerun with the
-user's corpus redoes every stage and asks questions from its held-out part; a rerun with the same inputs skips
-every stage; each stage's key holds what it depends on; bad input is one clear line."""
+masked-LM accuracy above chance, the reported word_order accuracy equal to the exported classifier's on the
+held-out file, SavedModels answering from a fresh process, plots and report; a rerun with the user's corpus redoes
+every stage and asks questions from its held-out part; a rerun with the same inputs skips every stage; each stage's
+key holds what it depends on; bad input is one clear line; nothing in the library imports the quickstart."""
 
+import ast
 import dataclasses
+import glob
 import json
 import os
 import re
@@ -47,6 +50,42 @@ def quickstart(*args):
                           cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=900)
 
 
+def _assert_reported_accuracy_is_the_exported_classifiers(out, accuracy):
+    """The word_order accuracy in DONE.json and report.md is what the exported classifier scores on the held-out
+    file (its SavedModel loaded here, asked every sentence of finetune/data/dev.tsv as raw text), and that
+    SavedModel serves the fine-tuned model saved in finetune/model (the same probabilities for every sentence).
+    Labels may differ only on near-ties (probabilities within 1e-4 of each other), where the SavedModel's shorter
+    padding may flip the argmax. At this size the model barely learns word order, so its accuracy is near 0.5;
+    comparing probabilities is what tells one such model from another (an export of the pretrained or of
+    freshly initialised weights, a report of another model)."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops the SavedModel uses)
+
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.tasks import get_task
+    from bert_tf.tasks.classification import encode
+
+    data_dir = out / "finetune" / "data"
+    rows = [line.split("\t") for line in (data_dir / "dev.tsv").read_text().splitlines()[1:]]
+    labels, sentences = [label for label, _ in rows], [sentence for _, sentence in rows]
+    assert len(rows) == 200 and set(labels) == {"original", "shuffled"}  # max(200, 256 // 8) held-out examples
+    classifier = tf.saved_model.load(str(out / "export" / "classifier" / "1")).signatures["serving_default"]
+    served = classifier(text=tf.constant(sentences))
+    predicted = [label.decode() for label in served["label"].numpy()]
+    probabilities = served["probabilities"].numpy()
+    correct = sum(p == t for p, t in zip(predicted, labels))
+    near_ties = int((abs(probabilities[:, 0] - probabilities[:, 1]) < 1e-4).sum())
+    assert abs(correct - accuracy * len(rows)) <= near_ties + 1e-6, (correct, accuracy, near_ties)
+    assert f"| word_order fine-tuned held-out accuracy | {accuracy:.3f} | 0.5 |" in (out / "report.md").read_text()
+
+    examples = get_task("word_order").examples(str(data_dir), "dev")
+    assert [example.text_a for example in examples] == sentences
+    logits = load_finetuned(str(out / "finetune" / "model")).predict(
+        encode(examples, str(out / "vocab" / "vocab.txt"), True, 32), verbose=0)["logits"]
+    np.testing.assert_allclose(probabilities, tf.nn.softmax(logits).numpy(), atol=1e-5)
+
+
 def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skips_them(tmp_path):
     """The issue's first run: the built-in corpus, then `--input_file` in the same output directory (every stage
     redone, saying why; questions from the user's held-out part; figures from too little held-out data flagged),
@@ -64,7 +103,7 @@ def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skip
     assert (out / "pretrain" / "bert_model" / "bert_model.ckpt.index").exists()
     heldout_eval = (out / "pretrain" / "heldout_eval" / "eval_results.txt").read_text().splitlines()
     assert "global_step = 60" in heldout_eval  # the step of the checkpoint evaluated
-    assert 0 <= done["finetune"]["heldout_accuracy"] <= 1
+    _assert_reported_accuracy_is_the_exported_classifiers(out, done["finetune"]["heldout_accuracy"])
     answers = done["answers"]
     assert answers["modules"] == []  # the fresh process imported none of bert_tf, export, data_gen
     assert [len(fills) for fills in answers["fill_ins"]] == [1, 1, 1]
@@ -208,3 +247,40 @@ def test_quickstart_refuses_a_corpus_it_cannot_use(tmp_path):
     for label, sentence in examples:
         assert (sentence in written) == (label == "original")
         assert sorted(sentence.split()) in [sorted(s.split()) for s in written if len(s.split()) > 2]
+
+
+def _imports(path):
+    """(line, module) for every import in a Python file, those inside functions too, and every
+    `importlib.import_module` / `__import__` of a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:  # relative imports stay in their package
+            found.append((node.lineno, node.module))
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def _imports_of(package, tops):
+    """'path:line imports module' for each import in `package` (a folder of the repository) of one of `tops`."""
+    paths = glob.glob(os.path.join(ROOT, package, "**", "*.py"), recursive=True)
+    assert paths, package
+    return [f"{os.path.relpath(path, ROOT)}:{line} imports {module}" for path in sorted(paths)
+            for line, module in _imports(path) if module.split(".")[0] in tops]
+
+
+def test_the_library_imports_neither_the_quickstart_nor_the_packages_above_it():
+    """The house's one direction: data_gen/ and export/ import bert_tf/, the quickstart imports all three, and
+    nothing imports back up: bert_tf/ imports neither data_gen nor export, and none of the three imports the
+    quickstart. Read from the source with `ast`, so an import inside a function counts too."""
+    problems = _imports_of("bert_tf", {"data_gen", "export", "bert_tf_quickstart"})
+    for package in ("data_gen", "export"):
+        problems += _imports_of(package, {"bert_tf_quickstart"})
+    assert not problems, "\n".join(problems)
+    # the scan sees the imports that exist, those inside functions included: the quickstart's of the packages
+    # below it (its stages import data_gen and export inside the stage functions)
+    below = _imports_of("bert_tf_quickstart", {"data_gen", "export"})
+    assert {line.rsplit(" ", 1)[1].split(".")[0] for line in below} == {"data_gen", "export"}
