@@ -155,7 +155,8 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
                                  init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"),
                                  random_seed=o.random_seed)
         steps = max(1, int(o.finetune_examples / 32 * o.finetune_epochs))
-        curve = DevCurve(data_dir, vocab_file, o.max_seq_length, every=max(1, steps // 10), total=steps)
+        curve = DevCurve(data_dir, vocab_file=vocab_file, max_seq_length=o.max_seq_length, every=max(1, steps // 10),
+                         total=steps)
         try:
             results = run_classifier(get_task("word_order"), config, vocab_file, finetuned, tuning,
                                      data_dir=data_dir, callbacks=[curve])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from bert_tf import staging
+
 
 def read_scalars(event_dir: str) -> dict[str, list[tuple[int, float]]]:
     """The scalars `bert_tf.training` wrote to TensorBoard event files: {name: [(step, value)]}, last write wins."""
@@ -78,8 +80,8 @@ def plot_curves(output_dir: str, figures: dict) -> list[str]:
         figure.suptitle(title)
         figure.tight_layout()
         path = os.path.join(plots_dir, name)
-        figure.savefig(path + ".tmp.png", dpi=80)
+        with staging.staged_file(path, suffix=".png") as tmp:
+            figure.savefig(tmp, dpi=80)
         plt.close(figure)
-        os.replace(path + ".tmp.png", path)
         written.append(path)
     return written

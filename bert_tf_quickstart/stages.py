@@ -23,7 +23,7 @@ def stage_inputs(options: QuickstartOptions, input_file: str | None) -> dict[str
     """What each stage's output depends on besides the stages before it: the corpus (the input's content digest, or
     the built-in corpus's version, the Python it is read from and its size) and every option that changes the
     stage's output (`num_workers` does not: the records are the same bytes for any number)."""
-    from bert_tf.pretraining import file_sha256
+    from bert_tf.records import file_sha256
 
     o = options
     if input_file:
