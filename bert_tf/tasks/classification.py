@@ -163,7 +163,10 @@ FAMILY = Classification()
 def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options: finetuning.FinetuneOptions,
                    data_dir: str | None = None, tfds_name: str | None = None, strategy=None, callbacks=None) -> dict:
     """`run_classifier` for any task trained on sentence (pair) inputs: its family (classification or multiple
-    choice) runs it."""
+    choice) runs it. A task of another family is a DataError naming the command that trains it."""
+    if not isinstance(task.family, Classification):
+        raise DataError(f"--task_name={task.name} is not a sentence (pair) task; train it with "
+                        f"{task.family.program}")
     return task.family.run(task, config, vocab_file, output_dir, options, data_dir=data_dir, tfds_name=tfds_name,
                            strategy=strategy, callbacks=callbacks)
 
