@@ -344,8 +344,26 @@ class BertTokenizerLayer(keras.layers.Layer):
         # Inside a word, piece offsets are exact when normalisation kept its bytes (the ASCII case among others).
         same_length = tf.equal(ends.flat_values - starts.flat_values, tf.cast(tf.strings.length(flat), tf.int64))
         exact = tf.gather(same_length & ~too_long, row)
-        start = tf.where(exact, word_start + piece_starts.flat_values, word_start)
-        end = tf.where(exact, word_start + piece_ends.flat_values, word_end)
+        # Where it kept the number of characters instead (accents stripped from precomposed letters: "déjà" ->
+        # "deja"), character k of the normalised word is character k of the input word, so a piece's span maps
+        # through character counts; the original's answer text (get_final_text) maps pieces back the same way.
+        clean = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        original = tf.strings.substr(tf.gather(clean, words.value_rowids()), starts.flat_values,
+                                     ends.flat_values - starts.flat_values)
+        same_chars = tf.gather(tf.equal(tf.strings.length(original, unit="UTF8_CHAR"),
+                                        tf.strings.length(flat, unit="UTF8_CHAR")) & ~too_long, row)
+        piece_word, piece_original = tf.gather(flat, row), tf.gather(original, row)
+
+        def to_input_bytes(normalised_bytes):
+            zero = tf.zeros_like(normalised_bytes)
+            characters = tf.strings.length(tf.strings.substr(piece_word, zero, normalised_bytes), unit="UTF8_CHAR")
+            return tf.cast(tf.strings.length(tf.strings.substr(piece_original, tf.zeros_like(characters), characters,
+                                                               unit="UTF8_CHAR")), tf.int64)
+
+        mapped_start = word_start + to_input_bytes(piece_starts.flat_values)
+        mapped_end = word_start + to_input_bytes(piece_ends.flat_values)
+        start = tf.where(exact, word_start + piece_starts.flat_values, tf.where(same_chars, mapped_start, word_start))
+        end = tf.where(exact, word_start + piece_ends.flat_values, tf.where(same_chars, mapped_end, word_end))
         by_word = words.with_flat_values(ids)
         return by_word, starts, ends, by_word.with_flat_values(start), by_word.with_flat_values(end)
 

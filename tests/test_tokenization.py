@@ -163,7 +163,7 @@ def test_cased_model_keeps_case_and_accents(tmp_path):
 
 def test_offsets_point_into_the_input(tokenizers):
     layer = tokenizers[1]
-    texts = ["Hello, unaffable World!", "naïve café", "北京 ok", "a\x00b c"]
+    texts = ["Hello, unaffable World!", "naïve café", "北京 ok", "a\x00b c", "déjà Ünterwald"]
     ids, starts, ends = layer.tokenize_with_offsets(tf.constant(texts))
     spans = [[t.encode()[s:e].decode() for s, e in zip(ss, ee)] for t, ss, ee in
              zip(texts, starts.to_list(), ends.to_list())]
@@ -171,6 +171,8 @@ def test_offsets_point_into_the_input(tokenizers):
     assert spans[1] == ["naïve", "café"]  # accent stripped: the word's span
     assert spans[2] == ["北", "京", "ok"]
     assert spans[3] == ["a\x00b", "c"]
+    # accents stripped from precomposed letters keep the character count: pieces map through characters
+    assert spans[4] == ["dé", "jà", "Ün", "ter", "wald"]
     assert ids.to_list()[0] == tokenizers[0].convert_tokens_to_ids(tokenizers[0].tokenize(texts[0]))
 
 
