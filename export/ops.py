@@ -75,6 +75,7 @@ MIN_TF = {
         "ReadVariableOp", "Reshape", "RestoreV2", "Rsqrt", "SaveV2", "Select", "Shape", "ShardedFilename", "Size",
         "Softmax", "SquaredDifference", "Squeeze", "StatefulPartitionedCall", "StatelessIf", "StaticRegexFullMatch",
         "StaticRegexReplace", "StopGradient", "StridedSlice", "StringJoin", "StringLength", "StringSplitV2", "Sub",
+        "Substr",
         "Sum", "Tanh", "Tile", "TopKV2", "Transpose", "UnicodeTranscode", "UnsortedSegmentSum", "VarHandleOp",
         "VarIsInitializedOp", "Where", "ZerosLike"), "2.0"),
     **dict.fromkeys(("BatchMatMulV2", "RaggedTensorToTensor", "SelectV2", "StringLower"), "2.1"),
