@@ -186,8 +186,12 @@ def _run(stream, vocab_file, options, num_workers, appender):
             for done_index, future, done_text in pending:
                 yield done_index, dict(future.result(), **done_text)
         except BaseException:  # incl. GeneratorExit: workers abort at their next turn check instead of appending
-            # windows that `ShardWriter.abort` will delete; the shutdown waits for them, so none appends after it
+            # windows that `ShardWriter.abort` will delete; they are stopped at once rather than left to finish the
+            # window in hand (what they wrote is temporary and deleted), and the shutdown waits for them, so none
+            # appends after it
             appender.fail()
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
 
