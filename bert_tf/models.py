@@ -107,7 +107,8 @@ class _TaskModel(keras.Model):
     `gradient_accumulation_steps` (attribute, default 1): `train_step` splits each batch into that many equal
     micro-batches, runs them one after another and hands the optimizer their summed gradient once, so a batch too
     big for memory trains exactly as if it fitted. Losses that average over a count taken across the batch (the
-    masked-LM loss) get that count from the whole batch (`_loss_denominators`), not from each micro-batch.
+    masked-LM loss) get that count from the whole batch (`_loss_denominators`), not from each micro-batch; Keras's
+    compiled losses, which average over each micro-batch, are weighted by the micro-batch's part of the batch.
     """
 
     _head_args: tuple[str, ...] = ()
@@ -118,6 +119,23 @@ class _TaskModel(keras.Model):
         """Whole-batch counts that `compute_loss` divides by, computed before the batch is split; None: none."""
         del y
         return None
+
+    def _micro_share(self, sample_weight, steps):
+        """`share(micro_weights)`: the part of the whole batch's loss that one micro-batch's loss stands for, so
+        that the summed gradient is the whole batch's. Keras's compiled losses average over a micro-batch (or over
+        its sample weights), so a micro-batch stands for 1/steps of the batch (or for its weights' part of the
+        batch's); a model without a compiled loss divides by whole-batch counts itself (`_loss_denominators`)."""
+        if self.loss is None:
+            return lambda wi: 1.0
+        weights = [w for w in tf.nest.flatten(sample_weight) if w is not None]
+        if not weights:
+            return lambda wi: 1.0 / steps
+        if len(weights) > 1:
+            raise ValueError("gradient accumulation takes one sample weight for every output; got "
+                             f"{len(weights)}")
+        total = tf.reduce_sum(tf.cast(weights[0], tf.float32))
+        return lambda wi: tf.math.divide_no_nan(
+            tf.reduce_sum(tf.cast([w for w in tf.nest.flatten(wi) if w is not None][0], tf.float32)), total)
 
     def train_step(self, data):
         steps = int(self.gradient_accumulation_steps)
@@ -132,26 +150,32 @@ class _TaskModel(keras.Model):
             (x, y, sample_weight))
         variables = self.trainable_variables
         self._denominators = self._loss_denominators(y)  # all-reduces stay outside the loop below
+        share = self._micro_share(sample_weight, steps)
+        connected = []  # per variable: whether the loss reaches it (a head that skips the pooler does not)
 
         def body(i, grads, total):
             xi, yi, wi = tf.nest.map_structure(lambda t: None if t is None else t[i], micro)
             with tf.GradientTape() as tape:
                 y_pred = self(xi, training=True)
-                loss = self._compute_loss(x=xi, y=yi, y_pred=y_pred, sample_weight=wi, training=True)
+                loss = self._compute_loss(x=xi, y=yi, y_pred=y_pred, sample_weight=wi, training=True) * share(wi)
                 scaled = self.optimizer.scale_loss(loss)
-            new = tape.gradient(scaled, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            new = tape.gradient(scaled, variables)
+            connected[:] = [n is not None for n in new]
             self.compute_metrics(xi, yi, y_pred, sample_weight=wi)
             # dense, with the variable's static shape (all-reduce packing needs the same shapes on every replica)
-            new = [tf.reshape(tf.convert_to_tensor(n), v.shape) for n, v in zip(new, variables)]
+            new = [tf.zeros(v.shape, v.dtype) if n is None else tf.reshape(tf.convert_to_tensor(n), v.shape)
+                   for n, v in zip(new, variables)]
             return i + 1, [g + n for g, n in zip(grads, new)], total + loss
 
-        zeros = [tf.zeros_like(v) for v in variables]
+        zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
         _, grads, loss = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), zeros, tf.constant(0.0)))
         self._denominators = None
         # Keras's loss tracker averages each replica's share scaled back to a whole-batch value
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         self._loss_tracker.update_state(loss * replicas, sample_weight=batch)
-        self.optimizer.apply(grads, variables)
+        # Variables the loss does not reach get no update, as Keras's own step leaves them (weight decay included)
+        used = [(g, v) for g, v, c in zip(grads, variables, connected) if c]
+        self.optimizer.apply([g for g, _ in used], [v for _, v in used])
         return self.get_metrics_result()
 
     def _finish(self, encoder, **head_args):
