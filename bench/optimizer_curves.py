@@ -15,7 +15,6 @@ import json
 import os
 import tempfile
 
-import keras
 from absl import app, flags
 
 flags.DEFINE_string("quickstart_dir", "runs/quickstart", "Output directory of a finished quickstart run.")
@@ -24,19 +23,6 @@ flags.DEFINE_float("learning_rate", None, "Peak learning rate (default: the quic
 flags.DEFINE_float("num_train_epochs", None, "Epochs (default: the quickstart's).")
 
 OPTIMIZERS = ("original_adamw", "adamw")
-
-
-class StepLosses(keras.callbacks.Callback):
-    """Each step's loss, recovered from Keras's running epoch mean (the logs carry the mean so far)."""
-
-    def __init__(self):
-        super().__init__()
-        self.losses, self._sum = [], 0.0
-
-    def on_train_batch_end(self, batch, logs=None):
-        total = float(logs["loss"]) * (batch + 1)
-        self.losses.append(total - self._sum)
-        self._sum = total
 
 
 def curves(quickstart_dir: str, learning_rate: float | None, epochs: float | None) -> dict:
@@ -55,17 +41,18 @@ def curves(quickstart_dir: str, learning_rate: float | None, epochs: float | Non
     for optimizer in OPTIMIZERS:
         rate = learning_rate or defaults.finetune_learning_rate
         options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=defaults.max_seq_length,
-                                  train_batch_size=32, learning_rates=(rate,),
+                                  train_batch_sizes=32, learning_rates=(rate,), iterations_per_loop=1,
                                   num_train_epochs=epochs or defaults.finetune_epochs,
                                   init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
                                   random_seed=defaults.random_seed, optimizer=optimizer)
-        losses = StepLosses()
+        losses = []  # one loop of one step each: its loss is the step's
         with tempfile.TemporaryDirectory() as scratch:
             results = run_classifier(get_task("word_order"), config, os.path.join(model_dir, "vocab.txt"), scratch,
-                                     options, data_dir=data_dir, callbacks=[losses])
-        out[optimizer] = (losses.losses, results["dev"]["accuracy"])
-        print(f"{optimizer}: {len(losses.losses)} steps, last-50 mean loss "
-              f"{sum(losses.losses[-50:]) / len(losses.losses[-50:]):.4f}, held-out accuracy "
+                                     options, data_dir=data_dir,
+                                     progress=lambda model, step, scalars: losses.append(scalars["loss"]))
+        out[optimizer] = (losses, results["dev"]["accuracy"])
+        print(f"{optimizer}: {len(losses)} steps, last-50 mean loss "
+              f"{sum(losses[-50:]) / len(losses[-50:]):.4f}, held-out accuracy "
               f"{results['dev']['accuracy']:.4f}", flush=True)
     return out
 

@@ -1,10 +1,20 @@
-"""The fine-tuning loop every task family shares (paper sections 4 and 5.3).
+"""The fine-tuning loop every task family shares (paper sections 4 and 5.3, appendix A.3).
 
-Every task goes through the same `fit` (fresh head, weights from `init_checkpoint`, the paper's optimizer) and
-`grid_search` (each learning rate of a small grid and each restart, the best on dev by the task's main metric), and
-`save` writes a self-contained model directory (`model.keras`, `task.json`, `vocab.txt`, `bert_config.json`) that
-evaluation-only runs and export read. The families' own parts (features, heads, metrics, what their runners
-write) live in their units in `bert_tf.tasks`.
+`grid_search` trains one model per cell of the paper's grid (batch size x learning rate x epochs x restart) with
+`fit`, scores each on dev by the task's main metric and keeps the best. `fit` is pretraining's loop
+(`bert_tf.training.train`): checkpoints with `tf.train.CheckpointManager` every `save_checkpoints_steps`, so a run
+killed at any moment and rerun with the same command resumes each cell where it stopped and ends with the weights
+of an uninterrupted run; finished cells are recorded in `grid.json` (and shown in `grid_results.tsv`) and not
+trained again. `save` writes a self-contained model directory (`model.keras`, `task.json`, `vocab.txt`,
+`bert_config.json`) that evaluation-only runs and export read. The families' own parts (features, heads, metrics,
+what their runners write) live in their units in `bert_tf.tasks`.
+
+Output directory of a training run:
+
+  <output_dir>/grid.json              the grid, the settings that shape training, the finished cells (resume state)
+  <output_dir>/grid_results.tsv       one row per finished cell: its values, steps, seconds, dev figures, the best
+  <output_dir>/grid/<cell>/           the cell's checkpoints (kept for the best cell only once it is scored) and
+                                      its TensorBoard scalars: train/ (loss, learning rate, examples/s), eval/ (dev)
 """
 
 from __future__ import annotations
@@ -13,22 +23,33 @@ import dataclasses
 import json
 import math
 import os
+import time
 
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import staging
-from bert_tf.training import write_lines
+from bert_tf.training import DTYPES, write_lines
 
 MODEL_FILE = "model.keras"
+GRID_FILE = "grid.json"
+GRID_RESULTS = "grid_results.tsv"
+CELLS_DIR = "grid"
+# Settings that do not change what a cell trains to, so a rerun may change them without a refusal.
+_FREE = frozenset({"do_train", "do_eval", "do_predict", "eval_batch_size", "predict_batch_size",
+                   "save_checkpoints_steps", "iterations_per_loop", "n_best_size", "max_answer_length",
+                   "null_score_diff_threshold"})
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneOptions:
     """What `run_classifier` does; defaults are the original run_classifier.py's and the paper's.
 
-    `learning_rates` with several values, or `num_restarts` > 1, trains one model per (rate, restart) and keeps the
-    best on dev (the paper's grid over 5e-5, 4e-5, 3e-5, 2e-5 and its restarts for small datasets).
+    `train_batch_sizes`, `learning_rates` and `num_train_epochs` are the grid (each a tuple; a single value is
+    taken as a grid of one): every combination, times `num_restarts` seeds, is trained and the best on dev kept.
+    The paper's: (16, 32) x (5e-5, 4e-5, 3e-5, 2e-5) x (2, 3, 4). Batch sizes are global (all replicas together);
+    with `gradient_accumulation_steps` = N each update sums N micro-batches of a batch / N. `dtype`: float32,
+    mixed_bfloat16 or mixed_float16 (with dynamic loss scaling); the heads' logits and the losses stay float32.
     """
 
     do_train: bool = False
@@ -36,11 +57,11 @@ class FinetuneOptions:
     do_predict: bool = False
     max_seq_length: int = 128
     do_lower_case: bool = True
-    train_batch_size: int = 32
+    train_batch_sizes: tuple[int, ...] = (32,)
     eval_batch_size: int = 8
     predict_batch_size: int = 8
     learning_rates: tuple[float, ...] = (5e-5,)
-    num_train_epochs: float = 3.0
+    num_train_epochs: tuple[float, ...] = (3.0,)
     warmup_proportion: float = 0.1
     num_restarts: int = 1
     dropout_rate: float = 0.1
@@ -48,15 +69,89 @@ class FinetuneOptions:
     init_checkpoint: str | None = None
     optimizer: str = "original_adamw"
     weight_decay: float = 0.01
+    dtype: str = "float32"
+    jit_compile: bool = False
+    gradient_accumulation_steps: int = 1
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
 
-    def check(self):
+    dev_flag = "do_eval"  # what scores the grid's cells (run_squad: do_predict, on a predict file with answers)
+
+    def __post_init__(self):
+        for name in ("train_batch_sizes", "learning_rates", "num_train_epochs"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple(value) if isinstance(value, (tuple, list)) else (value,))
+
+    @property
+    def policy(self) -> str:
+        """The Keras dtype policy that `dtype` names."""
+        return DTYPES[self.dtype]
+
+    def check(self, replicas: int = 1, output_dir: str | None = None):
+        """A ValueError naming the flag for settings that cannot run (`replicas`: the strategy's), or that
+        `output_dir` holds a grid of other settings (checked before any work)."""
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("at least one of --do_train, --do_eval and --do_predict must be set")
-        if len(self.learning_rates) * self.num_restarts > 1 and not self.do_eval:
-            raise ValueError("choosing among several --learning_rate values or --num_restarts needs --do_eval "
-                             "(the dev set decides)")
+        self.check_training(replicas, output_dir)
+
+    def check_training(self, replicas: int, output_dir: str | None) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        for flag, values in (("train_batch_size", self.train_batch_sizes), ("learning_rate", self.learning_rates),
+                             ("num_train_epochs", self.num_train_epochs)):
+            if not values or any(not value > 0 for value in values):
+                raise ValueError(f"--{flag}={','.join(map(str, values))}: every value must be above 0")
+        for flag in ("num_restarts", "gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop"):
+            if getattr(self, flag) < 1:
+                raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
+        per_update = replicas * self.gradient_accumulation_steps
+        for batch in self.train_batch_sizes:
+            if batch % per_update:
+                raise ValueError(f"--train_batch_size={batch} must be a multiple of replicas x "
+                                 f"--gradient_accumulation_steps = {replicas} x {self.gradient_accumulation_steps}")
+        if len(grid(self)) > 1 and not getattr(self, self.dev_flag):
+            raise ValueError(f"choosing among several --train_batch_size, --learning_rate or --num_train_epochs "
+                             f"values or --num_restarts needs --{self.dev_flag} (the dev set decides)")
+        if self.do_train and output_dir is not None:
+            _read_state(output_dir, _grid_settings(self))
         if self.do_train and not self.init_checkpoint:
             logging.warning("no --init_checkpoint: fine-tuning starts from random weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One training run of the grid."""
+
+    train_batch_size: int
+    learning_rate: float
+    num_train_epochs: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return (f"batch{self.train_batch_size}_lr{self.learning_rate:g}_epochs{self.num_train_epochs:g}_"
+                f"seed{self.seed}")
+
+
+def grid(options: FinetuneOptions) -> list[Cell]:
+    """The cells in the order they are trained: batch size, then learning rate, epochs, restart."""
+    return [Cell(batch, rate, epochs, options.random_seed + restart) for batch in options.train_batch_sizes
+            for rate in options.learning_rates for epochs in options.num_train_epochs
+            for restart in range(options.num_restarts)]
+
+
+@dataclasses.dataclass
+class GridResult:
+    """What `grid_search` returns: the best cell's model, that cell, its steps, and one row per cell."""
+
+    model: object
+    cell: Cell
+    step: int
+    rows: list
+
+    def figures(self) -> dict:
+        """What a runner returns about the grid: its rows and the best cell's name."""
+        return {"grid": self.rows, "best": self.cell.name}
 
 
 # -------------------------------------------------------------------------------------------- the shared loop
@@ -73,51 +168,172 @@ def task_losses(labels: dict) -> dict:
             for name, array in labels.items()}
 
 
-def fit(build, inputs, labels, options, learning_rate, seed, strategy, loss_weights=None, sample_weights=None,
-        callbacks=None):
-    """One fine-tuning run: `build()` a fresh model under the strategy, load `options.init_checkpoint` into it,
-    train it with the paper's optimizer (warmup over `warmup_proportion` of the steps); returns the model.
-    `callbacks`: Keras callbacks for `model.fit` (e.g. to follow the training)."""
+def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *, loss_weights=None,
+        sample_weights=None, progress=None):
+    """One cell's training: `build()` a fresh model under the strategy, compile it with the paper's optimizer
+    (warmup over `warmup_proportion` of the steps), and train it with `bert_tf.training.train` in `directory`:
+    from `options.init_checkpoint`, or resumed from the checkpoint there. Examples are shuffled with the cell's seed
+    and drawn epoch after epoch, as the original's `shuffle().repeat().batch()`. Returns (model, steps trained).
+    `progress(model, step, scalars)`, if given, is called after every `iterations_per_loop` steps."""
     import keras
 
-    from bert_tf.checkpoints import restore_weights
+    from bert_tf import training
     from bert_tf.optimization import create_optimizer
 
     count = len(next(iter(labels.values())))
-    steps = steps_for(count, options.train_batch_size, options.num_train_epochs)
-    keras.utils.set_random_seed(seed)
+    steps = steps_for(count, cell.train_batch_size, cell.num_train_epochs)
+    keras.utils.set_random_seed(cell.seed)
     with strategy.scope():
         model = build()
-        if options.init_checkpoint:
-            restore_weights(model, options.init_checkpoint)
-        model.compile(optimizer=create_optimizer(learning_rate, steps, int(steps * options.warmup_proportion),
-                                                 optimizer=options.optimizer, weight_decay=options.weight_decay),
-                      loss=task_losses(labels), loss_weights=loss_weights)
-        # Slots now, not inside the first step: a tf.function that creates variables is traced twice, and a
-        # second trace of BERT's train step is seconds of CPU spent for nothing.
-        model.optimizer.build(model.trainable_variables)
-    parts = (inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)
-    dataset = tf.data.Dataset.from_tensor_slices(parts)
-    dataset = dataset.shuffle(count, seed=seed).repeat().batch(options.train_batch_size)
-    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=2 if os.environ.get("CI") else 0,
-              callbacks=callbacks, shuffle=False)  # the dataset is shuffled; Keras would warn that it cannot
+        model.gradient_accumulation_steps = options.gradient_accumulation_steps
+        model.compile(optimizer=create_optimizer(cell.learning_rate, steps, int(steps * options.warmup_proportion),
+                                                 optimizer=options.optimizer, weight_decay=options.weight_decay,
+                                                 loss_scale=options.policy == "mixed_float16"),
+                      loss=task_losses(labels), loss_weights=loss_weights, auto_scale_loss=False)
+    parts = tuple(tf.nest.map_structure(tf.constant, part) for part in
+                  ((inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)))
+
+    def dataset_fn(context):
+        # Indexes are shuffled, not the examples, so that a checkpoint of the input position holds a buffer of
+        # numbers rather than a copy of the data.
+        order = tf.data.Dataset.range(count).shuffle(count, seed=cell.seed).repeat()
+        if context.num_input_pipelines > 1:
+            order = order.shard(context.num_input_pipelines, context.input_pipeline_id)
+        order = order.batch(context.get_per_replica_batch_size(cell.train_batch_size), drop_remainder=True)
+        return order.map(lambda at: tf.nest.map_structure(lambda part: tf.gather(part, at), parts))
+
+    report = None if progress is None else (lambda step, scalars: progress(model, step, scalars))
+    logs = training.train(model, strategy, dataset_fn, directory, num_train_steps=steps,
+                          global_batch_size=cell.train_batch_size, steps_per_loop=options.iterations_per_loop,
+                          save_checkpoints_steps=options.save_checkpoints_steps, max_checkpoints_to_keep=1,
+                          init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile, progress=report)
+    return model, logs["step"]
+
+
+def grid_search(options, output_dir: str, train, score, main_metric: str, build) -> GridResult:
+    """Trains every cell of `grid(options)` with `train(cell, directory)` -> (model, steps), scores it with
+    `score(model)` (a dict of dev figures, empty without dev data) and keeps the best by `main_metric` (the first
+    of equals). Resumes from `output_dir`'s grid.json: finished cells are not trained again, and a grid.json of
+    other settings is refused. Only the best cell keeps its checkpoint; when it finished in an earlier run its model
+    is rebuilt with `build()` and restored from it."""
+    cells = grid(options)
+    settings = _grid_settings(options)
+    state = _read_state(output_dir, settings)
+    rows = {row["cell"]: row for row in state["finished"]}
+    best = state.get("best")
+    model = None
+    _drop_losers(output_dir, rows, best)
+    for cell in cells:
+        if cell.name in rows:
+            logging.info("grid cell %s finished in an earlier run: %s", cell.name, _figures(rows[cell.name]))
+            continue
+        directory = os.path.join(output_dir, CELLS_DIR, cell.name)
+        started = time.time()
+        trained, step = train(cell, directory)
+        scores = {key: float(value) for key, value in score(trained).items()}
+        _write_scalars(os.path.join(directory, "eval"), step, scores)
+        rows[cell.name] = dict(cell=cell.name, **dataclasses.asdict(cell), steps=step,
+                               seconds=round(time.time() - started, 1), **scores)
+        logging.info("grid cell %s: %s", cell.name, _figures(rows[cell.name]))
+        if best is None or scores.get(main_metric, 0) > rows[best].get(main_metric, 0):
+            best, model = cell.name, trained
+        _write_state(output_dir, settings, [rows[c.name] for c in cells if c.name in rows], best, main_metric)
+        _drop_losers(output_dir, rows, best)
+    winner = next(c for c in cells if c.name == best)
+    if model is None:  # the best cell finished in an earlier run
+        model = _restore(build, os.path.join(output_dir, CELLS_DIR, best))
+    if len(cells) > 1:
+        logging.info("best of %d grid cells: %s (%s)", len(cells), best, _figures(rows[best]))
+    return GridResult(model, winner, rows[best]["steps"], [rows[c.name] for c in cells])
+
+
+def _grid_settings(options) -> dict:
+    """The options that decide what the cells train to (a rerun must give the same)."""
+    return {key: value for key, value in dataclasses.asdict(options).items() if key not in _FREE}
+
+
+def _read_state(output_dir: str, settings: dict) -> dict:
+    path = os.path.join(output_dir, GRID_FILE)
+    if not os.path.exists(path):
+        return {"finished": []}
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        saved = state["settings"]
+        state["finished"], state.get("best")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a grid state written by fine-tuning ({e}); fine-tune into a new "
+                         "--output_dir") from None
+    current = json.loads(json.dumps(settings))  # tuples as lists, as they were saved
+    differ = [f"--{_flag(key)}={_shown(saved.get(key))} there, {_shown(current.get(key))} here"
+              for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+    if differ:
+        raise ValueError(f"--output_dir={output_dir} holds a fine-tuning grid of other settings ({'; '.join(differ)}):"
+                         " rerun with the same flags to resume it, or fine-tune into a new --output_dir")
+    return state
+
+
+def _flag(key: str) -> str:
+    return {"train_batch_sizes": "train_batch_size", "learning_rates": "learning_rate"}.get(key, key)
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _write_state(output_dir: str, settings: dict, rows: list, best: str, main_metric: str) -> None:
+    staging.write_json(os.path.join(output_dir, GRID_FILE), {"settings": settings, "finished": rows, "best": best,
+                                                             "main_metric": main_metric})
+    metrics = sorted({key for row in rows for key in row} - {"cell", "steps", "seconds"}
+                     - {field.name for field in dataclasses.fields(Cell)})
+    header = ["cell", "train_batch_size", "learning_rate", "num_train_epochs", "seed", "steps", "seconds"] + \
+        [f"dev_{name}" for name in metrics] + ["best"]
+    lines = ["\t".join(header)]
+    for row in rows:
+        values = [row["cell"], row["train_batch_size"], row["learning_rate"], row["num_train_epochs"], row["seed"],
+                  row["steps"], row["seconds"]] + [row.get(name, "") for name in metrics]
+        lines.append("\t".join(map(str, values + ["*" if row["cell"] == best else ""])))
+    write_lines(os.path.join(output_dir, GRID_RESULTS), lines)
+
+
+def _drop_losers(output_dir: str, rows: dict, best: str | None) -> None:
+    """Deletes the checkpoints of finished cells other than the best (their TensorBoard files stay)."""
+    for name in rows:
+        if name == best:
+            continue
+        directory = os.path.join(output_dir, CELLS_DIR, name)
+        if os.path.isdir(directory):
+            for entry in os.listdir(directory):
+                if entry == "checkpoint" or entry.startswith("ckpt-"):
+                    os.remove(os.path.join(directory, entry))
+
+
+def _restore(build, directory: str):
+    """A fresh model from `build()` with the weights of the checkpoint in `directory`."""
+    latest = tf.train.latest_checkpoint(directory)
+    if latest is None:
+        raise ValueError(f"{directory}: the best grid cell's checkpoint is missing; fine-tune into a new "
+                         "--output_dir")
+    model = build()
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial().assert_existing_objects_matched()
     return model
 
 
-def grid_search(options, train, score, main_metric):
-    """Trains one model per (learning rate, restart) with `train(learning_rate, seed)`, scores each with
-    `score(model)` (a dict, empty without dev data) and returns (best model, the grid's rows, its rate, its seed)."""
-    best, grid = None, []
-    for learning_rate in options.learning_rates:
-        for restart in range(options.num_restarts):
-            seed = options.random_seed + restart
-            model = train(learning_rate, seed)
-            scores = score(model)
-            grid.append({"learning_rate": learning_rate, "seed": seed, **scores})
-            logging.info("learning rate %g, seed %d: %s", learning_rate, seed, scores)
-            if best is None or scores.get(main_metric, 0) > best[1].get(main_metric, 0):
-                best = (model, scores, learning_rate, seed)
-    return best[0], grid, best[2], best[3]
+def _write_scalars(directory: str, step: int, scores: dict) -> None:
+    from bert_tf.training import write_scalar
+
+    if not scores:
+        return
+    writer = tf.summary.create_file_writer(directory)
+    with writer.as_default(step=step):
+        for name, value in scores.items():
+            write_scalar(f"dev_{name}", value)
+    writer.close()
+
+
+def _figures(row: dict) -> str:
+    return ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                     for key, value in row.items() if key != "cell")
 
 
 # ---------------------------------------------------------------------------------------------- whole run
@@ -136,19 +352,21 @@ def predict_logits(model, features, batch_size):
     return model.predict(features, batch_size=batch_size, verbose=0)["logits"]
 
 
-def save(model, task, config, vocab_file: str, output_dir: str, options, learning_rate, seed, **fields):
-    """The fine-tuned model as a directory export and serving read: model, task.json (the task, its labels, the
-    settings and `fields`, the family's own TaskInfo fields), vocab, config."""
+def save(result: GridResult, task, config, vocab_file: str, output_dir: str, options, **fields):
+    """The grid's best model as a directory export and serving read: model, task.json (the task, its labels, the
+    cell's settings and `fields`, the family's own TaskInfo fields), vocab, config."""
     from bert_tf.tasks import task_info
 
     with staging.staged_file(os.path.join(output_dir, MODEL_FILE), suffix=".keras") as tmp:
-        model.save(tmp)  # Keras saves only to a name ending in .keras
+        result.model.save(tmp)  # Keras saves only to a name ending in .keras
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     staging.copy_file(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    cell = result.cell
     task_info.write(output_dir, task_info.TaskInfo(
         task=task.name, kind=task.kind, labels=tuple(task.labels), max_seq_length=options.max_seq_length,
-        do_lower_case=options.do_lower_case, learning_rate=learning_rate, seed=seed,
-        num_train_epochs=options.num_train_epochs, global_step=_steps_trained(model), **fields))
+        do_lower_case=options.do_lower_case, learning_rate=cell.learning_rate, seed=cell.seed,
+        num_train_epochs=cell.num_train_epochs, train_batch_size=cell.train_batch_size, global_step=result.step,
+        **fields))
 
 
 def load_finetuned(directory: str):
@@ -165,18 +383,12 @@ def steps_for(num_examples: int, batch_size: int, epochs: float) -> int:
     return max(1, math.floor(num_examples / batch_size * epochs))
 
 
-def _steps_trained(model) -> int:
-    """The updates `model` has had here: its optimizer's count, 0 for a model never compiled."""
-    optimizer = getattr(model, "optimizer", None)
-    return int(optimizer.iterations) if optimizer is not None else 0
-
-
-def global_step(model, output_dir, trained: bool) -> dict:
-    """{"global_step": steps} for eval_results.txt: the steps this run trained; for evaluation alone those of the
-    fine-tuned model in `output_dir` (from its task.json: the reloaded model carries no optimizer step), or 0 for a
-    fresh head on `init_checkpoint`. Empty when a saved model does not record them (saved by an earlier version)."""
-    if trained:
-        return {"global_step": _steps_trained(model)}
+def global_step(result: GridResult | None, output_dir: str) -> dict:
+    """{"global_step": steps} for eval_results.txt: those the best cell trained (`result` of this run's grid);
+    for evaluation alone those of the fine-tuned model in `output_dir` (from its task.json), or 0 for a fresh head
+    on `init_checkpoint`. Empty when a saved model does not record them (saved by an earlier version)."""
+    if result is not None:
+        return {"global_step": result.step}
     if not os.path.exists(os.path.join(output_dir, MODEL_FILE)):
         return {"global_step": 0}
     from bert_tf.tasks import task_info
@@ -201,5 +413,3 @@ def existing_model(output_dir, build, options):
 
 def write_json(path, data):
     write_lines(path, [json.dumps(data, indent=2, ensure_ascii=False)])
-
-

@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import staging
+from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
                              record_lengths)
 
@@ -259,7 +260,6 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
 
 
 # ------------------------------------------------------------------------------------------- the whole run
-DTYPES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 EXPORT_DIR = "bert_model"  # bert_config.json + bert_model.ckpt (original names) [+ vocab.txt] after training
 
 
@@ -328,7 +328,7 @@ def build_pretrainer(config, options: PretrainingOptions):
     model.compile(optimizer=create_optimizer(options.learning_rate, options.num_train_steps,
                                              options.num_warmup_steps, optimizer=options.optimizer,
                                              weight_decay=options.weight_decay,
-                                             loss_scale=options.dtype == "fp16"),
+                                             loss_scale=DTYPES[options.dtype] == "mixed_float16"),
                   auto_scale_loss=False)
     return model
 

@@ -34,6 +34,9 @@ from bert_tf import checkpoints, staging
 from bert_tf.optimization import current_learning_rate, optimizer_kind
 
 CHECKPOINT_NAME = "ckpt"
+# --dtype: Keras's mixed-precision policy names, and the short names run_pretraining has taken since its first flag.
+DTYPES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16",
+          "fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 OPTIMIZER_KEY = "optimizer_kind"
 CONFIG_KEY = "bert_config"
 
@@ -232,7 +235,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
                 path = manager.save(checkpoint_number=current)
                 raise TrainingError(f"the loss became {float(loss)} at step {current + 1}; training stopped and the "
                                     f"last good state (step {current}) is saved in {path}. Lower --learning_rate, "
-                                    "raise --num_warmup_steps or use --dtype=fp32, then restart to resume")
+                                    "lengthen the warmup or use --dtype=float32, then restart to resume")
             examples = done * global_batch_size / max(elapsed, 1e-9)
             scalars = dict(logs, learning_rate=float(current_learning_rate(model.optimizer)),
                            examples_per_second=examples, examples_per_second_per_replica=examples / replicas)

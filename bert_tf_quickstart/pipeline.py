@@ -150,16 +150,15 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
                                                                            o.random_seed + 1))
         # the dev examples are drawn from the held-out sentences: no more distinct examples than those
         distinct = min(dev_count, len(order_sentences(heldout_documents)))
-        tuning = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=o.max_seq_length, train_batch_size=32,
+        steps = max(1, int(o.finetune_examples / 32 * o.finetune_epochs))
+        tuning = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=o.max_seq_length, train_batch_sizes=32,
                                  learning_rates=(o.finetune_learning_rate,), num_train_epochs=o.finetune_epochs,
                                  init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"),
-                                 random_seed=o.random_seed)
-        steps = max(1, int(o.finetune_examples / 32 * o.finetune_epochs))
-        curve = DevCurve(data_dir, vocab_file=vocab_file, max_seq_length=o.max_seq_length, every=max(1, steps // 10),
-                         total=steps)
+                                 random_seed=o.random_seed, iterations_per_loop=max(1, steps // 10))
+        curve = DevCurve(data_dir, vocab_file=vocab_file, max_seq_length=o.max_seq_length, total=steps)
         try:
             results = run_classifier(get_task("word_order"), config, vocab_file, finetuned, tuning,
-                                     data_dir=data_dir, callbacks=[curve])
+                                     data_dir=data_dir, progress=curve)
         finally:
             curve.bar.close()
         write_lines(os.path.join(directory, "history.json"), [json.dumps(curve.history)])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 
-import keras
 
 from bert_tf.training import write_lines
 
@@ -43,28 +42,26 @@ def write_tsv(path: str, examples) -> None:
                                                for label, sentence in examples])
 
 
-class DevCurve(keras.callbacks.Callback):
-    """Held-out accuracy every `every` fine-tuning steps (kept in `history` for the plot), and a progress bar."""
+class DevCurve:
+    """Held-out accuracy after every loop of fine-tuning steps (kept in `history` for the plot), and a progress
+    bar: a `progress(model, step, scalars)` for `run_classifier`."""
 
-    def __init__(self, data_dir, vocab_file, max_seq_length, every, total):
+    def __init__(self, data_dir, vocab_file, max_seq_length, total):
         from tqdm import tqdm
 
         from bert_tf.tasks.classification import encode, label_array
         from bert_tf.tasks import get_task
 
-        super().__init__()
         task = get_task("word_order")
         examples = task.examples(data_dir, "dev")[:256]
         self.features = encode(examples, vocab_file, True, max_seq_length)
         self.labels = label_array(task, examples, "word_order dev")
-        self.every, self.history = every, []
+        self.history = []
         self.bar = tqdm(total=total, desc="run_classifier", unit=" steps")
 
-    def on_train_batch_end(self, batch, logs=None):
-        self.bar.update(1)
-        if (batch + 1) % self.every == 0 or batch + 1 == self.bar.total:
-            logits = self.model.predict(self.features, batch_size=256, verbose=0)["logits"]
-            accuracy = float((logits.argmax(-1) == self.labels).mean())
-            self.history.append({"step": batch + 1, "heldout_accuracy": accuracy,
-                                 "loss": float((logs or {}).get("loss", float("nan")))})
-            self.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")
+    def __call__(self, model, step, scalars):
+        self.bar.update(step - self.bar.n)
+        logits = model.predict(self.features, batch_size=256, verbose=0)["logits"]
+        accuracy = float((logits.argmax(-1) == self.labels).mean())
+        self.history.append({"step": step, "heldout_accuracy": accuracy, "loss": float(scalars.get("loss", "nan"))})
+        self.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")

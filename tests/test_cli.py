@@ -172,15 +172,13 @@ class _FakeTPU:
         monkeypatch.setattr(tf.distribute, "TPUStrategy", Strategy)
 
 
-def _flags(*argv, finetuning=False):
+def _flags(*argv):
     from absl import flags
 
-    from bert_tf.cli import define_distribution_flags, not_yet
+    from bert_tf.cli import define_distribution_flags
 
     values = flags.FlagValues()
-    define_distribution_flags(training_loop=not finetuning, flag_values=values)
-    if finetuning:
-        not_yet("save_checkpoints_steps", "the best model is saved at the end", values)
+    define_distribution_flags(flag_values=values)
     values(["prog", *argv])
     return values
 
@@ -218,23 +216,6 @@ def test_tpu_flags_that_would_be_ignored_are_errors(monkeypatch):
     for argv, message in cases.items():
         with pytest.raises(ValueError, match=message):
             strategy_from_flags(_flags(*argv))
-
-
-def test_fine_tuning_refuses_flags_it_does_not_implement():
-    import pytest
-
-    from bert_tf.cli import strategy_from_flags
-
-    for flag in ("--save_checkpoints_steps=500", "--iterations_per_loop=100"):
-        with pytest.raises(ValueError, match=rf"{flag.split('=')[0]} is not supported by .* yet: .*; drop the flag"):
-            strategy_from_flags(_flags(flag, finetuning=True))
-    strategy_from_flags(_flags(finetuning=True))  # not given: no error
-    # as a user meets it: the original run_classifier command line with --save_checkpoints_steps
-    result = cli("bert_tf.cli.run_classifier", "--task_name=MRPC", "--vocab_file=v", "--bert_config_file=c",
-                 "--output_dir=o", "--do_train", "--save_checkpoints_steps=1000")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "run_classifier: error: --save_checkpoints_steps is not supported by run_classifier yet: the best model " \
-           "is saved at the end; drop the flag" in result.stderr
 
 
 def test_flags_a_command_would_ignore_are_errors(tmp_path):

@@ -106,6 +106,18 @@ CASES = [
     Case("rc-wrong-checkpoint", RC, SST + [WRONG, "--output_dir={out}/new", "--do_train"], SHAPE),
     Case("rc-wrong-checkpoint-existing", RC, SST + [WRONG, "--output_dir={out}/existing", "--do_train"],
          SHAPE),
+    Case("rc-batch-not-divisible", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
+                                              "--gradient_accumulation_steps=4", "--train_batch_size=6"],
+         r"--train_batch_size=6 must be a multiple of replicas x --gradient_accumulation_steps = 1 x 4"),
+    Case("rc-unknown-dtype", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--dtype=float64"],
+         r"--dtype=float64: value should be one of"),
+    Case("rc-bad-grid-value", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
+                                         "--num_train_epochs=2,three"], r"--num_train_epochs=2,three: expected a "
+         "comma list of numbers"),
+    Case("rc-grid-without-dev", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--train_batch_size=2,4"],
+         r"needs --do_eval \(the dev set decides\)"),
+    Case("rc-resume-another-grid", RC, SST + [GOOD, "--output_dir={in}/grid_run", "--do_train"],
+         r"holds a fine-tuning grid of other settings \(.*--learning_rate=0.001 there, 5e-05 here"),
     # run_swag: run_classifier's code under its own name
     Case("swag-output-under-file", SWAG, TUNE + ["--data_dir={in}/swag", "--output_dir={out}/afile/run",
                                                  "--do_train"], UNDER_FILE),
@@ -222,6 +234,7 @@ def inputs(tmp_path_factory):
         "context": "the cat sat on the mat .",
         "qas": [{"id": "q1", "question": "where ?", "answers": [{"text": "the mat", "answer_start": 15}]}]}]}]}))
     _pretrained(d, BertConfig(hidden_size=24, **sizes))
+    _finetuned(d, config)
     (d / "latin1").mkdir()
     (d / "latin1" / "train.tsv").write_bytes(b"sentence\tlabel\nthe cat sat\t1\nCaf\xe9 au lait\t0\n")
     (d / "latin1" / "squad.json").write_bytes(b'{"data": [{"title": "t", "paragraphs": [\n{"context": "Caf\xe9", '
@@ -239,6 +252,17 @@ def _pretrained(d, config):
 
     run_pretraining(config, str(d / "records" / "r.tfrecord"), str(d / "run24"), PretrainingOptions(
         max_seq_length=32, max_predictions_per_seq=5, train_batch_size=2, num_train_steps=1, num_warmup_steps=0))
+
+
+def _finetuned(d, config):
+    """`{in}/grid_run`: a one-step fine-tuning run at learning rate 1e-3, for resuming with other settings."""
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.tasks import get_task
+    from bert_tf.tasks.classification import run_classifier
+
+    run_classifier(get_task("sst-2"), config, str(d / "vocab.txt"), str(d / "grid_run"), FinetuneOptions(
+        do_train=True, max_seq_length=16, train_batch_sizes=2, learning_rates=1e-3, num_train_epochs=1),
+        data_dir=str(d / "glue"))
 
 
 def snapshot(path):

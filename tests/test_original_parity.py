@@ -269,8 +269,6 @@ def test_run_classifier_steps_match_the_original(tmp_path):
     from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import get_task
 
-    import keras
-
     rng = np.random.default_rng(3)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(WORDS)
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -290,19 +288,17 @@ def test_run_classifier_steps_match_the_original(tmp_path):
              "label_ids": np.array([label for _, _, label in pairs])}
 
     lr = 5e-5
-    options = FinetuneOptions(do_train=True, max_seq_length=SEQ, train_batch_size=len(pairs),
+    options = FinetuneOptions(do_train=True, max_seq_length=SEQ, train_batch_sizes=len(pairs),
                               learning_rates=(lr,), num_train_epochs=STEPS, warmup_proportion=0.1, dropout_rate=0.0,
-                              init_checkpoint=prefix)
+                              init_checkpoint=prefix, iterations_per_loop=1)
     ours = {}
 
-    class Capture(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if batch + 1 in CHECK_AT:
-                saved = checkpoints.save_original(self.model, str(tmp_path / f"at{batch + 1}" / "ckpt"))
-                ours[batch + 1] = _read_checkpoint(saved)
+    def capture(model, step, scalars):
+        if step in CHECK_AT:
+            ours[step] = _read_checkpoint(checkpoints.save_original(model, str(tmp_path / f"at{step}" / "ckpt")))
 
     run_classifier(get_task("mrpc"), _config(len(vocab)), str(tmp_path / "vocab.txt"), str(tmp_path / "out"),
-                   options, data_dir=str(tmp_path), callbacks=[Capture()])
+                   options, data_dir=str(tmp_path), progress=capture)
 
     params, opt = dict(initial), ref.AdamWeightDecay(lr, STEPS, int(STEPS * 0.1))
     for step in range(1, STEPS + 1):

@@ -9,8 +9,9 @@ from absl import flags as absl_flags
 
 from bert_tf.checkpoints import CheckpointError
 from bert_tf.config import ConfigError
+from bert_tf.training import Preempted, TrainingError
 
-USER_ERRORS = (CheckpointError, ConfigError, FileNotFoundError)
+USER_ERRORS = (CheckpointError, ConfigError, FileNotFoundError, TrainingError, Preempted)
 
 
 _program = None
@@ -112,10 +113,9 @@ def _file_error(error: BaseException, paths: list) -> str | None:
     return text if where is not None else None
 
 
-def define_distribution_flags(training_loop: bool = True, flag_values=None) -> None:
-    """The strategy flags every training CLI shares, including the original's TPU flags. `training_loop=False`
-    (fine-tuning, which runs Keras's `fit`) defines `--iterations_per_loop` as not supported (see `not_yet`).
-    `flag_values`: where to define them (default: absl's global FLAGS)."""
+def define_distribution_flags(flag_values=None) -> None:
+    """The strategy flags every training CLI shares, including the original's TPU flags and
+    `--iterations_per_loop`. `flag_values`: where to define them (default: absl's global FLAGS)."""
     from absl import flags
 
     fv = dict(flag_values=flags.FLAGS if flag_values is None else flag_values)
@@ -133,38 +133,53 @@ def define_distribution_flags(training_loop: bool = True, flag_values=None) -> N
                         **fv)
     flags.DEFINE_integer("num_tpu_cores", None, "Original flag: the TPU's core count; checked against the cores the "
                          "TPU reports (default: whatever it reports).", **fv)
-    if training_loop:
-        flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the "
-                             "logging interval).", **fv)
-    else:
-        not_yet("iterations_per_loop", "fine-tuning runs Keras's fit, one step per call", flag_values)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop (also the "
+                         "logging interval).", **fv)
 
 
-class _NotYetFlag(absl_flags.Flag):
-    """A flag of the original that this CLI does not implement: defined so that an original command line gets a
-    clear error (from `strategy_from_flags`) instead of an unknown-flag one or, worse, being ignored."""
+def define_precision_flags(dtype: str) -> None:
+    """--dtype (default `dtype`), --jit_compile and --gradient_accumulation_steps, shared by every training CLI."""
+    from absl import flags
 
-    def __init__(self, name: str, why: str):
-        super().__init__(absl_flags.ArgumentParser(), absl_flags.ArgumentSerializer(), name, None,
-                         f"Original flag, not supported here yet ({why}); an error when given.")
-        self.why = why
+    from bert_tf.training import DTYPES
+
+    flags.DEFINE_enum("dtype", dtype, list(DTYPES), "Compute precision: float32, mixed_bfloat16, or mixed_float16 "
+                      "with dynamic loss scaling (fp32, bf16, fp16 name the same). Variables, logits and losses stay "
+                      "float32.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update: each batch of "
+                         "--train_batch_size is split into this many, their gradients summed into one update.")
 
 
-def not_yet(name: str, why: str, flag_values=None) -> None:
-    """Defines `--name` as a flag this CLI does not take (yet), `why` saying what it does instead."""
-    absl_flags.DEFINE_flag(_NotYetFlag(name, why), absl_flags.FLAGS if flag_values is None else flag_values)
+class _NumberListParser(absl_flags.ListParser):
+    """A comma list of numbers of one type (int or float)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def parse(self, argument):
+        values = super().parse(argument)
+        try:
+            return [self.kind(value) for value in values]
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a comma list of {'integers' if self.kind is int else 'numbers'}") from None
+
+    def flag_type(self):
+        return f"comma separated list of {'integers' if self.kind is int else 'numbers'}"
+
+
+def define_number_list(name: str, default: str, kind, help: str) -> None:  # noqa: A002 (absl's argument name)
+    absl_flags.DEFINE(_NumberListParser(kind), name, default, help, serializer=absl_flags.CsvListSerializer(","))
 
 
 def strategy_from_flags(f):
     """`bert_tf.distribute.get_strategy` for the flags of `define_distribution_flags`, the original's TPU flags
     resolved as the original resolves them: `--use_tpu` with `--tpu_name` (looked up in `--tpu_zone` of
-    `--gcp_project`), else with `--master` as the TPU's address, else the local TPU. A TPU flag without a TPU, or a
-    flag this CLI does not implement (`not_yet`), is a ValueError naming it."""
+    `--gcp_project`), else with `--master` as the TPU's address, else the local TPU. A TPU flag without a TPU is a
+    ValueError naming it."""
     from bert_tf.distribute import get_strategy
 
-    for name in f:
-        if isinstance(f[name], _NotYetFlag) and f[name].present:
-            raise ValueError(f"--{name} is not supported by {program()} yet: {f[name].why}; drop the flag")
     tpu = f.tpu
     if f.use_tpu:
         named = [value for value in (f.tpu, f.tpu_name, f.master) if value]
@@ -211,31 +226,43 @@ def define_finetuning_flags(max_seq_length: int = 128, dev: str = "dev", evaluat
         flags.DEFINE_bool("do_eval", False, f"Whether to evaluate on {dev} (writes eval_results.txt).")
         flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
     flags.DEFINE_bool("do_predict", False, "Whether to predict on the test data.")
-    flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+    define_number_list("train_batch_size", "32", int, f"Training batch size (global), or a comma list to choose "
+                       f"from on {dev}.")
     flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-    flags.DEFINE_list("learning_rate", ["5e-5"], f"Peak learning rate, or a comma list to choose from on {dev}.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
+    define_number_list("learning_rate", "5e-5", float, f"Peak learning rate, or a comma list to choose from on {dev}.")
+    define_number_list("num_train_epochs", "3.0", float, f"Training epochs, or a comma list to choose from on {dev}.")
     flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps with linear warmup.")
-    flags.DEFINE_integer("num_restarts", 1, f"Restarts per learning rate (other seeds), the best kept on {dev}.")
+    flags.DEFINE_integer("num_restarts", 1, f"Restarts per grid cell (other seeds), the best kept on {dev}.")
     flags.DEFINE_float("dropout_rate", dropout_rate, "Dropout on the head's input.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-    not_yet("save_checkpoints_steps", "the best model is saved at the end")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates; rerunning the same "
+                         "command resumes from the last checkpoint (and skips finished grid cells).")
     define_optimizer_flags()
-    define_distribution_flags(training_loop=False)
+    define_precision_flags("float32")
+    define_distribution_flags()
     flags.mark_flags_as_required(["bert_config_file", "vocab_file", "output_dir"])
 
 
+def print_best(results: dict) -> None:
+    """The grid's winner, when fine-tuning chose among several cells."""
+    if len(results.get("grid", ())) > 1:
+        print(f"{program()}: best of {len(results['grid'])} grid cells: {results['best']} (all in "
+              "grid_results.tsv)")
+
+
 def options_from_flags(f, cls):
-    """An options dataclass filled from the flags of the same names (`--learning_rate` gives `learning_rates`,
-    the comma list as floats); fields without a flag keep their defaults."""
+    """An options dataclass filled from the flags of the same names (the grid's comma lists `--learning_rate` and
+    `--train_batch_size` give `learning_rates` and `train_batch_sizes`); fields without a flag keep their
+    defaults."""
     import dataclasses
 
+    lists = {"learning_rates": "learning_rate", "train_batch_sizes": "train_batch_size"}
     values = {}
     for field in dataclasses.fields(cls):
-        if field.name == "learning_rates" and "learning_rate" in f:
-            values[field.name] = tuple(float(rate) for rate in f.learning_rate)
-        elif field.name in f:
-            values[field.name] = getattr(f, field.name)
+        flag = lists.get(field.name, field.name)
+        if flag in f:
+            value = getattr(f, flag)
+            values[field.name] = tuple(value) if isinstance(value, list) else value
     return cls(**values)
 
 

@@ -6,15 +6,16 @@ r"""Fine-tune BERT on a GLUE task (paper section 4.1) with the original run_clas
       --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5,3e-5,2e-5 --num_train_epochs=3 \
       --output_dir=runs/mrpc
 
-Data: the GLUE TSV files in --data_dir, or --tfds_name=glue/mrpc (already prepared TFDS data). Several
---learning_rate values (and --num_restarts) train one model each and keep the best on dev.
+Data: the GLUE TSV files in --data_dir, or --tfds_name=glue/mrpc (already prepared TFDS data). Several values of
+--train_batch_size, --learning_rate and --num_train_epochs (and --num_restarts) train one model per combination and
+keep the best on dev (grid_results.tsv). A rerun of the same command resumes from the last checkpoint.
 """
 
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, program, start,
-                         strategy_from_flags)
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, print_best,
+                         program, start, strategy_from_flags)
 
 flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, xnli[-lang], "
                     "swag.")
@@ -42,8 +43,9 @@ def main(argv):
     except USER_ERRORS + (DataError, ValueError) as e:
         fail(e)
     for key, value in results.items():
-        if key != "grid":
+        if key not in ("grid", "best"):
             print(f"{program()}: {task.name} {key}: {value}")
+    print_best(results)
 
 
 def run():

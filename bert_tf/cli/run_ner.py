@@ -11,8 +11,8 @@ r"""Fine-tune BERT for named-entity recognition on CoNLL-2003-style files (paper
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, start,
-                         strategy_from_flags)
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, print_best,
+                         start, strategy_from_flags)
 
 flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test.txt; with --tfds_name: TFDS "
                     "data_dir.")
@@ -38,6 +38,7 @@ def main(argv):
     for key in ("dev", "test"):
         if key in results:
             print(f"run_ner: {key}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(results[key].items())))
+    print_best(results)
 
 
 def run():

@@ -14,8 +14,8 @@ A run restarted with the same --output_dir resumes from its last checkpoint (mod
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_distribution_flags, define_optimizer_flags, fail,
-                         options_from_flags, start, strategy_from_flags)
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_distribution_flags, define_optimizer_flags,
+                         define_precision_flags, fail, options_from_flags, start, strategy_from_flags)
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (or a preset name such as "
                     "'base', 'large', 'tiny').")
@@ -35,12 +35,10 @@ flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation batches.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size is split).")
-flags.DEFINE_enum("dtype", "fp32", ["fp32", "bf16", "fp16"], "Compute precision (mixed; fp16 adds loss scaling).")
-flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
 define_optimizer_flags()
+define_precision_flags("fp32")
 define_distribution_flags()
 flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
@@ -53,7 +51,6 @@ def main(argv):
 
     from bert_tf.config import BertConfig
     from bert_tf.pretraining import DataError, PretrainingOptions, run_pretraining
-    from bert_tf.training import Preempted, TrainingError
 
     if f.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -62,7 +59,7 @@ def main(argv):
         strategy = strategy_from_flags(f)
         config = BertConfig.from_preset_or_file(f.bert_config_file)
         results = run_pretraining(config, f.input_file, f.output_dir, options, strategy)
-    except USER_ERRORS + (DataError, TrainingError, Preempted, ValueError) as e:
+    except USER_ERRORS + (DataError, ValueError) as e:
         fail(e)
     for section, figures in results.items():
         if isinstance(figures, dict):

@@ -13,8 +13,8 @@ With SQuAD 2.0 and answers in --predict_file, the no-answer threshold is searche
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, start,
-                         strategy_from_flags)
+from bert_tf.cli import (DIRECTORY, USER_ERRORS, define_finetuning_flags, fail, options_from_flags, print_best,
+                         start, strategy_from_flags)
 
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON for predictions, e.g. dev-v1.1.json.")
@@ -51,6 +51,7 @@ def main(argv):
         fail(e)
     if results.get("predict"):
         print("run_squad: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(results["predict"].items())))
+    print_best(results)
 
 
 def run():

@@ -62,6 +62,11 @@ class Family:
     def num_outputs(self, task: "Task") -> int:
         return len(task.labels)
 
+    def build_model(self, task: "Task", config, dropout_rate: float, dtype=None):
+        """A fresh head model for `task` on a `BertEncoder(config)` computing in `dtype` (a Keras dtype policy
+        name; default: the global policy), `dropout_rate` on the head's input."""
+        raise NotImplementedError
+
     def serving_module(self, model, info, preprocessor, *, doc_stride: int | None, scratch: str):
         """The SavedModel module that serves `model` (fine-tuned as `info`, a TaskInfo) on raw strings, with
         `preprocessor` (a `bert_tf.serving.Preprocessor`) packing its inputs; `scratch`: a directory for files

@@ -77,11 +77,11 @@ class Classification(Family):
     def num_outputs(self, task):
         return 1 if task.regression else len(task.labels)
 
-    def build_model(self, task: Task, config, dropout_rate: float):
+    def build_model(self, task: Task, config, dropout_rate: float, dtype=None):
         """A fresh `BertClassifier` with the task's number of outputs (one score for regression)."""
         from bert_tf.models import BertClassifier, BertEncoder
 
-        return BertClassifier(BertEncoder(config), num_classes=self.num_outputs(task), dropout_rate=dropout_rate)
+        return BertClassifier(BertEncoder(config, dtype=dtype), num_classes=self.num_outputs(task), dropout_rate=dropout_rate)
 
     def features(self, examples, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> dict:
         return encode(examples, vocab_file, do_lower_case, max_seq_length)
@@ -99,11 +99,11 @@ class Classification(Family):
         return module
 
     def run(self, task: Task, config, vocab_file: str, output_dir: str, options: finetuning.FinetuneOptions,
-            data_dir: str | None = None, tfds_name: str | None = None, strategy=None, callbacks=None) -> dict:
-        """Fine-tunes, evaluates and predicts as the original run_classifier.py; returns the figures.
-        `callbacks` go to every training run's `model.fit`."""
-        options.check()
+            data_dir: str | None = None, tfds_name: str | None = None, strategy=None, progress=None) -> dict:
+        """Fine-tunes (the grid of `options`, the best on dev kept), evaluates and predicts as the original
+        run_classifier.py; returns the figures. `progress` as in `bert_tf.finetuning.fit`."""
         strategy = strategy or tf.distribute.get_strategy()
+        options.check(strategy.num_replicas_in_sync, output_dir)
         dev_splits = [s for s in task.splits if s.startswith("dev")]
         test_splits = [s for s in task.splits if s.startswith("test")]
         # read and check every split needed before any training
@@ -123,15 +123,18 @@ class Classification(Family):
             scores = task.metrics(decisions(task, logits), labels)
             return dict(scores, loss=eval_loss(task, logits, labels))
 
-        build = lambda: self.build_model(task, config, options.dropout_rate)  # noqa: E731
+        build = lambda: self.build_model(task, config, options.dropout_rate, options.policy)  # noqa: E731
+        grid = None
         if options.do_train:
             train_features, train_labels = features(train), label_array(task, train, f"{task.name} train")
-            model, results["grid"], learning_rate, seed = finetuning.grid_search(
-                options, lambda rate, seed: finetuning.fit(build, train_features, {"logits": train_labels}, options,
-                                                           rate, seed, strategy, callbacks=callbacks),
-                lambda m: evaluate(m) if options.do_eval else {}, task.main_metric)
-            finetuning.save(model, task, config, vocab_file, output_dir, options, learning_rate, seed,
-                            pairs=train[0].text_b is not None)
+            grid = finetuning.grid_search(
+                options, output_dir,
+                lambda cell, directory: finetuning.fit(build, train_features, {"logits": train_labels}, options,
+                                                       cell, strategy, directory, progress=progress),
+                lambda m: evaluate(m) if options.do_eval else {}, task.main_metric, build)
+            results.update(grid.figures())
+            model = grid.model
+            finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=train[0].text_b is not None)
         else:
             model = finetuning.existing_model(output_dir, build, options)
 
@@ -142,7 +145,7 @@ class Classification(Family):
                 results[split] = scores
                 write_results(os.path.join(output_dir, f"eval_results{suffix}.txt"),
                               {**{f"eval{suffix}_{k}": v for k, v in scores.items()},
-                               **finetuning.global_step(model, output_dir, options.do_train)})
+                               **finetuning.global_step(grid, output_dir)})
         if options.do_predict:
             for split, examples in tests.items():
                 logits = finetuning.predict_logits(model, features(examples), options.predict_batch_size)
@@ -161,14 +164,14 @@ FAMILY = Classification()
 
 
 def run_classifier(task: Task, config, vocab_file: str, output_dir: str, options: finetuning.FinetuneOptions,
-                   data_dir: str | None = None, tfds_name: str | None = None, strategy=None, callbacks=None) -> dict:
+                   data_dir: str | None = None, tfds_name: str | None = None, strategy=None, progress=None) -> dict:
     """`run_classifier` for any task trained on sentence (pair) inputs: its family (classification or multiple
     choice) runs it. A task of another family is a DataError naming the command that trains it."""
     if not isinstance(task.family, Classification):
         raise DataError(f"--task_name={task.name} is not a sentence (pair) task; train it with "
                         f"{task.family.program}")
     return task.family.run(task, config, vocab_file, output_dir, options, data_dir=data_dir, tfds_name=tfds_name,
-                           strategy=strategy, callbacks=callbacks)
+                           strategy=strategy, progress=progress)
 
 
 # ------------------------------------------------------------------------------------------------- serving

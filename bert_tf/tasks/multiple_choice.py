@@ -20,10 +20,10 @@ class MultipleChoice(Classification):
     def kind(self, task):
         return self.kinds[0]
 
-    def build_model(self, task, config, dropout_rate: float):
+    def build_model(self, task, config, dropout_rate: float, dtype=None):
         from bert_tf.models import BertEncoder, BertMultipleChoice
 
-        return BertMultipleChoice(BertEncoder(config), dropout_rate=dropout_rate)
+        return BertMultipleChoice(BertEncoder(config, dtype=dtype), dropout_rate=dropout_rate)
 
     def features(self, examples, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> dict:
         """Every (text_a, choice) pair packed as a sentence pair -> int32 arrays [n, choices, max_seq_length]."""

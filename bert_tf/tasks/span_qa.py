@@ -31,10 +31,10 @@ class SpanQA(Family):
     program = "run_squad"
     export_flags = frozenset({"doc_stride"})
 
-    def build_model(self, task, config, dropout_rate: float):
+    def build_model(self, task, config, dropout_rate: float, dtype=None):
         from bert_tf.models import BertEncoder, BertSpanQA
 
-        return BertSpanQA(BertEncoder(config), dropout_rate=dropout_rate)
+        return BertSpanQA(BertEncoder(config, dtype=dtype), dropout_rate=dropout_rate)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         return SpanQAModule(model, preprocessor, max_query_length=info.max_query_length,
@@ -57,17 +57,14 @@ class SquadOptions(finetuning.FinetuneOptions):
     max_answer_length: int = 30
     version_2_with_negative: bool = False
     null_score_diff_threshold: float | None = None
-    train_batch_size: int = 32
-    learning_rates: tuple[float, ...] = (5e-5,)
-    num_train_epochs: float = 3.0
     dropout_rate: float = 0.0  # on the token features; the original's span head has none
 
-    def check(self):
+    dev_flag = "do_predict"
+
+    def check(self, replicas: int = 1, output_dir: str | None = None):
         if not (self.do_train or self.do_predict):
             raise ValueError("at least one of --do_train and --do_predict must be set")
-        if len(self.learning_rates) * self.num_restarts > 1 and not self.do_predict:
-            raise ValueError("choosing among several --learning_rate values or --num_restarts needs --do_predict "
-                             "on a --predict_file with answers")
+        self.check_training(replicas, output_dir)
 
 
 def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, train_file: str | None = None,
@@ -79,8 +76,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     files. Returns the figures."""
     from bert_tf.tokenization import FullTokenizer
 
-    options.check()
     strategy = strategy or tf.distribute.get_strategy()
+    options.check(strategy.num_replicas_in_sync, output_dir)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     version_2 = options.version_2_with_negative
     convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
@@ -122,19 +119,22 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
             scores.update(squad_eval.evaluate(predict_data, predictions))
         return scores, (predictions, nbest, null_odds), threshold
 
-    build = lambda: FAMILY.build_model(None, config, options.dropout_rate)  # noqa: E731
+    build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy)  # noqa: E731
+    grid = None
     if options.do_train:
         features = squad.convert_examples(train_examples, tokenizer, is_training=True, **convert)
         inputs = squad.feature_arrays(features)
         labels = {"start_logits": np.array([f.start_position for f in features], np.int32),
                   "end_logits": np.array([f.end_position for f in features], np.int32)}
-        model, results["grid"], learning_rate, seed = finetuning.grid_search(
-            options, lambda rate, seed: finetuning.fit(build, inputs, labels, options, rate, seed, strategy,
-                                                       SPAN_LOSS_WEIGHTS),
-            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1")
+        grid = finetuning.grid_search(
+            options, output_dir,
+            lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
+                                                   loss_weights=SPAN_LOSS_WEIGHTS),
+            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1", build)
+        results.update(grid.figures())
+        model = grid.model
     else:
         model = finetuning.existing_model(output_dir, build, options)
-        learning_rate = seed = None
 
     threshold = options.null_score_diff_threshold
     if options.do_predict:
@@ -148,10 +148,10 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
             finetuning.write_json(os.path.join(output_dir, "null_odds.json"), null_odds)
         if scores:
             write_results(os.path.join(output_dir, "eval_results.txt"),
-                          {**scores, **finetuning.global_step(model, output_dir, options.do_train)})
+                          {**scores, **finetuning.global_step(grid, output_dir)})
         results["predict"] = scores
     if options.do_train:
-        finetuning.save(model, squad_task(version_2), config, vocab_file, output_dir, options, learning_rate, seed,
+        finetuning.save(grid, squad_task(version_2), config, vocab_file, output_dir, options,
                         doc_stride=options.doc_stride, max_query_length=options.max_query_length,
                         max_answer_length=options.max_answer_length, version_2_with_negative=version_2,
                         null_score_diff_threshold=threshold if version_2 else None)

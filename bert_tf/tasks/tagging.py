@@ -26,10 +26,10 @@ class Tagging(Family):
     program = "run_ner"
     export_flags = frozenset({"doc_stride"})
 
-    def build_model(self, task, config, dropout_rate: float):
+    def build_model(self, task, config, dropout_rate: float, dtype=None):
         from bert_tf.models import BertEncoder, BertTokenClassifier
 
-        return BertTokenClassifier(BertEncoder(config), num_classes=len(task.labels), dropout_rate=dropout_rate)
+        return BertTokenClassifier(BertEncoder(config, dtype=dtype), num_classes=len(task.labels), dropout_rate=dropout_rate)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels, doc_stride=doc_stride)
@@ -55,8 +55,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     from bert_tf.tasks import get_task
     from bert_tf.tokenization import FullTokenizer
 
-    options.check()
     strategy = strategy or tf.distribute.get_strategy()
+    options.check(strategy.num_replicas_in_sync, output_dir)
     task = get_task("conll2003")
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
@@ -87,15 +87,19 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         return task.metrics(predict(model, "dev"), [s.tags for s in data["dev"][0]])
 
     tagged = dataclasses.replace(task, labels=tuple(tags))
-    build = lambda: FAMILY.build_model(tagged, config, options.dropout_rate)  # noqa: E731
+    build = lambda: FAMILY.build_model(tagged, config, options.dropout_rate, options.policy)  # noqa: E731
+    grid = None
     if options.do_train:
         inputs, labels, weights, _ = ner.encode(train, tokenizer, tags, options.max_seq_length,
                                                 options.label_all_subtokens)
-        model, results["grid"], learning_rate, seed = finetuning.grid_search(
-            options, lambda rate, seed: finetuning.fit(build, inputs, {"logits": labels}, options, rate, seed,
-                                                       strategy, sample_weights={"logits": weights}),
-            lambda m: evaluate(m) if options.do_eval else {}, "f1")
-        finetuning.save(model, tagged, config, vocab_file, output_dir, options, learning_rate, seed,
+        grid = finetuning.grid_search(
+            options, output_dir,
+            lambda cell, directory: finetuning.fit(build, inputs, {"logits": labels}, options, cell, strategy,
+                                                   directory, sample_weights={"logits": weights}),
+            lambda m: evaluate(m) if options.do_eval else {}, "f1", build)
+        results.update(grid.figures())
+        model = grid.model
+        finetuning.save(grid, tagged, config, vocab_file, output_dir, options,
                         label_all_subtokens=options.label_all_subtokens)
     else:
         model = finetuning.existing_model(output_dir, build, options)
@@ -103,7 +107,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         results["dev"] = evaluate(model)
         write_results(os.path.join(output_dir, "eval_results.txt"),
                       {**{f"eval_{k}": v for k, v in results["dev"].items()},
-                       **finetuning.global_step(model, output_dir, options.do_train)})
+                       **finetuning.global_step(grid, output_dir)})
     if options.do_predict:
         sentences = data["test"][0]
         predicted = predict(model, "test")

@@ -15,7 +15,7 @@ import os
 from bert_tf.tasks.base import DataError
 
 FILE = "task.json"
-VERSION = 1
+VERSION = 2  # 2: train_batch_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,7 @@ class TaskInfo:
     learning_rate: float | None = None
     seed: int | None = None
     num_train_epochs: float | None = None
+    train_batch_size: int | None = None
     global_step: int | None = None
     # classification: whether the model reads sentence pairs
     pairs: bool | None = None

@@ -48,7 +48,7 @@ def finetuned(minilm_dir, tmp_path_factory):
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
     run_classifier(get_task("mrpc"), config, os.path.join(minilm_dir, "vocab.txt"), str(root / "model"),
-                   FinetuneOptions(do_train=True, max_seq_length=32, train_batch_size=8, num_train_epochs=1),
+                   FinetuneOptions(do_train=True, max_seq_length=32, train_batch_sizes=8, num_train_epochs=1),
                    data_dir=str(data))
     return root
 

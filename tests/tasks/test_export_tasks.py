@@ -32,7 +32,8 @@ def _model_dir(tmp_path, model, task, options, vocab, extra):
 
     directory = tmp_path / "model"
     directory.mkdir()
-    finetuning.save(model, task, _config(), vocab, str(directory), options, 5e-5, 0, **extra)
+    result = finetuning.GridResult(model, finetuning.Cell(32, 5e-5, 3.0, 0), 0, [])
+    finetuning.save(result, task, _config(), vocab, str(directory), options, **extra)
     return directory
 
 

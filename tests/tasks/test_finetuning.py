@@ -160,7 +160,7 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
-    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=16, train_batch_size=8,
+    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=16, train_batch_sizes=8,
                               learning_rates=(1e-3, 1e-4), num_restarts=2, num_train_epochs=1)
     with tfds.testing.mock_data(num_examples=24):
         results = run_classifier(get_task("sts-b"), config, os.path.join(minilm_dir, "vocab.txt"),
@@ -183,14 +183,14 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 
 
 @pytest.mark.filterwarnings("error::UserWarning")
-def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch):
+def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch, tmp_path):
     """The optimizer's slots exist before the first step: a step that creates variables is traced twice by
     tf.function, and a second trace of BERT's step is seconds of CPU per fine-tuning run. And Keras has nothing to
-    warn about (such as that it cannot shuffle a dataset, which `fit` shuffles itself)."""
+    warn about."""
     import tensorflow as tf
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions, fit
+    from bert_tf.finetuning import Cell, FinetuneOptions, fit
     from bert_tf.models import BertClassifier
 
     traces = []
@@ -198,12 +198,13 @@ def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypa
     monkeypatch.setattr(BertClassifier, "train_step", lambda self, data: traces.append(1) or step(self, data))
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=8)
-    options = FinetuneOptions(do_train=True, train_batch_size=4, num_train_epochs=2)
+    options = FinetuneOptions(do_train=True, train_batch_sizes=4, num_train_epochs=2)
     ids = np.random.default_rng(0).integers(1, 64, (8, 8)).astype(np.int32)
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
-    model = fit(lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate), inputs,
-                {"logits": np.array([0, 1] * 4, np.int32)}, options, 1e-3, 1, tf.distribute.get_strategy())
-    assert model.optimizer.iterations.numpy() == 4 and len(traces) == 1
+    model, steps = fit(lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate),
+                       inputs, {"logits": np.array([0, 1] * 4, np.int32)}, options, Cell(4, 1e-3, 2, 1),
+                       tf.distribute.get_strategy(), str(tmp_path))
+    assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1
 
 
 def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
@@ -306,7 +307,7 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32)
     task, vocab_file = get_task("word_order"), str(tmp_path / "vocab.txt")
-    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=32, train_batch_size=8,
+    options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=32, train_batch_sizes=8,
                               num_train_epochs=1.0)
 
     def global_step(output_dir):

@@ -132,12 +132,12 @@ def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
 
     with tfds.testing.mock_data(num_examples=12, as_dataset_fn=conll):
         ner_results = run_ner(config, vocab, str(tmp_path / "ner"), NerOptions(
-            do_train=True, do_eval=True, max_seq_length=24, train_batch_size=4, num_train_epochs=1), None,
+            do_train=True, do_eval=True, max_seq_length=24, train_batch_sizes=4, num_train_epochs=1), None,
             tfds_name="conll2003")
         assert set(ner_results["dev"]) == {"precision", "recall", "f1"}
     with tfds.testing.mock_data(num_examples=12):
         squad_results = run_squad(config, vocab, str(tmp_path / "squad"), SquadOptions(
             do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32,
-            train_batch_size=4, num_train_epochs=1), tfds_name="squad/v2.0")
+            train_batch_sizes=4, num_train_epochs=1), tfds_name="squad/v2.0")
     assert {"exact", "f1", "best_f1_thresh"} <= set(squad_results["predict"])
     assert (tmp_path / "squad" / "predictions.json").exists() and (tmp_path / "squad" / "null_odds.json").exists()

@@ -146,7 +146,7 @@ def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
     train = _year_task(tmp_path / "train.json", 150, 0, version_2=True)
     dev = _year_task(tmp_path / "dev.json", 30, 1, version_2=True)
     options = SquadOptions(do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64,
-                           doc_stride=32, train_batch_size=16, learning_rates=(1e-4,), num_train_epochs=2,
+                           doc_stride=32, train_batch_sizes=16, learning_rates=(1e-4,), num_train_epochs=2,
                            init_checkpoint=minilm_dir)
     vocab = os.path.join(minilm_dir, "vocab.txt")
     results = run_squad(config, vocab, str(tmp_path / "out"), options, train, dev)["predict"]
