@@ -222,33 +222,42 @@ def test_gradient_accumulation_equals_the_whole_batch(tiny_config):
 
 
 def test_accumulation_leaves_what_the_loss_does_not_reach_as_the_whole_batch_does(tiny_config):
-    """A span-QA head reads the sequence output, never the pooler: with weight decay, one accumulated step changes
-    exactly the weights a whole-batch step changes, by the same amounts, and the pooler not at all."""
+    """Fine-tuning heads under Keras-compiled losses: one accumulated step over 2 micro-batches equals the whole
+    batch's step. A span-QA head reads the sequence output, never the pooler: with weight decay, the accumulated
+    step changes exactly the weights the whole-batch step changes, and the pooler not at all. A tagger's loss is
+    the mean over labelled pieces (sample weights), counted over the whole batch, not per micro-batch."""
     import keras
 
     from bert_tf.finetuning import task_losses
-    from bert_tf.models import BertSpanQA
+    from bert_tf.models import BertSpanQA, BertTokenClassifier
 
     x, _ = _batch(tiny_config)
     x = {key: x[key] for key in ("input_word_ids", "input_mask", "input_type_ids")}
     batch, seq = x["input_word_ids"].shape
     rng = np.random.default_rng(0)
-    y = {name: rng.integers(0, seq, batch).astype(np.int32) for name in ("start_logits", "end_logits")}
-    results = []
-    for steps in (1, 2):
-        keras.utils.set_random_seed(3)
-        model = BertSpanQA(dataclasses.replace(tiny_config, hidden_dropout_prob=0.0,
-                                               attention_probs_dropout_prob=0.0))
-        before = {w.path: w.numpy() for w in model.trainable_weights}
-        model.compile(optimizer=keras.optimizers.SGD(0.5, weight_decay=0.1), loss=task_losses(y))
-        model.gradient_accumulation_steps = steps
-        model.train_step((x, y))
-        results.append({w.path: w.numpy() for w in model.trainable_weights})
-    assert [path for path in before if "pooler" in path]
-    for path, value in before.items():
-        assert np.array_equal(results[1][path], value) == np.array_equal(results[0][path], value) == \
-            ("pooler" in path), path
-        np.testing.assert_allclose(results[1][path], results[0][path], rtol=1e-5, atol=1e-6)
+    spans = {name: rng.integers(0, seq, batch).astype(np.int32) for name in ("start_logits", "end_logits")}
+    tags = {"logits": rng.integers(0, 3, (batch, seq)).astype(np.int32)}
+    weights = np.zeros((batch, seq), np.float32)
+    weights[:batch // 2, :3] = 1  # the micro-batches hold 6 and 2 labelled pieces: a per-micro mean would differ
+    weights[batch // 2:, 0] = 1
+    config = dataclasses.replace(tiny_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    for build, y, sample_weight in ((lambda: BertSpanQA(config), spans, None),
+                                    (lambda: BertTokenClassifier(config, num_classes=3, dropout_rate=0.0), tags,
+                                     {"logits": weights})):
+        results = []
+        for steps in (1, 2):
+            keras.utils.set_random_seed(3)
+            model = build()
+            before = {w.path: w.numpy() for w in model.trainable_weights}
+            model.compile(optimizer=keras.optimizers.SGD(0.5, weight_decay=0.1), loss=task_losses(y))
+            model.gradient_accumulation_steps = steps
+            model.train_step((x, y) if sample_weight is None else (x, y, sample_weight))
+            results.append({w.path: w.numpy() for w in model.trainable_weights})
+        assert [path for path in before if "pooler" in path]
+        for path, value in before.items():
+            assert np.array_equal(results[1][path], value) == np.array_equal(results[0][path], value) == \
+                ("pooler" in path), path
+            np.testing.assert_allclose(results[1][path], results[0][path], rtol=1e-5, atol=1e-6, err_msg=path)
 
 
 def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_path):
