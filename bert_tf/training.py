@@ -30,8 +30,10 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import checkpoints, staging
+from bert_tf import checkpoints, staging, tf_log
 from bert_tf.optimization import current_learning_rate, optimizer_kind
+
+tf_log.hide_saver_timings()
 
 CHECKPOINT_NAME = "ckpt"
 # --dtype: Keras's mixed-precision policy names, and the short names run_pretraining has taken since its first flag.
