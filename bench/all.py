@@ -16,6 +16,7 @@ BENCHMARKS = {
     "model_speed": ([], ["--quick", "--repeats", "1"]),
     "memory": ([], ["--preset", "small"]),
     "pretraining": ([], ["--steps", "2", "--repeats", "2"]),
+    "finetuning": ([], ["--quick", "--repeats", "2"]),
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),
     "data_gen": ([], ["--quick"]),

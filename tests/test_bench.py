@@ -41,3 +41,56 @@ def test_report_keeps_old_rows_under_their_own_header_when_the_columns_change(tm
         new = list(csv.DictReader(f))
     assert [r["a"] for r in old] == ["1", "2"] and "b" not in old[0]
     assert [(r["a"], r["b"]) for r in new] == [("3", "4")]
+
+
+def test_paused_runs_one_round_per_call_raises_the_threads_error_and_close_finishes_the_body():
+    """`bench.finetuning._Paused` times a round as one call: the body must advance exactly one round per call."""
+    from bench.finetuning import _Paused
+
+    done = []
+
+    def body(pause):
+        for round_ in range(3):
+            done.append(round_)
+            pause()
+        done.append("end")
+
+    run = _Paused(body)
+    run()
+    assert done == [0]
+    run()
+    assert done == [0, 1]
+    run.close()
+    assert done == [0, 1, 2, "end"] and not run._thread.is_alive()
+
+    def failing(pause):
+        pause()
+        raise ValueError("boom in round 2")
+
+    run = _Paused(failing)
+    run()
+    with pytest.raises(ValueError, match="boom in round 2"):
+        run()
+    run = _Paused(lambda pause: None)
+    with pytest.raises(RuntimeError, match="ended before the benchmark's last round"):
+        run()
+    with pytest.raises(RuntimeError, match="no round left"):
+        run()
+
+
+def test_finetuning_rounds_of_our_loop_are_exactly_steps_updates(tmp_path):
+    """Each timed round of our loop (`training.train` paused at its progress report) runs exactly `steps` updates,
+    as examples/s = batch x steps / round time assumes, and `close` lets the run finish (its final checkpoint)."""
+    from bench.finetuning import ours
+    from bench.model_speed import make_batch
+
+    config = BertConfig.preset("tiny", vocab_size=30522, max_position_embeddings=64)
+    run = ours(config, make_batch(12, 16), "fp32", 4, 3, 2, str(tmp_path))
+    updates = []
+    for _ in range(2):
+        run()
+        updates.append(int(run.model.optimizer.iterations.numpy()))
+    assert updates == [3, 6]
+    assert tf.train.latest_checkpoint(str(tmp_path)) is None  # nothing written inside the timed rounds
+    run.close()
+    assert not run._thread.is_alive() and tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-6")
