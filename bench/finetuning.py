@@ -25,7 +25,8 @@ does, after one warm-up round each. Examples/s = batch x steps / round time (med
 median of per-round ratios (> 1: ours is faster).
 
 Where our time goes: one more round of ours is traced with `tf.profiler` and its op time summed by type
-(`bench.profile.op_times`): the GEMMs (`MatMul`/`BatchMatMul` kernels) against the rest.
+(`bench.profile.op_times`): the GEMMs (`MatMul`/`BatchMatMul` kernels), the optimizer's update (the ops under its
+name scope) and the largest other op types.
 """
 
 import argparse
