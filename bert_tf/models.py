@@ -200,7 +200,8 @@ class _TaskModel(keras.Model):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertPretrainer(_TaskModel):
-    """BERT with its two pretraining heads: masked LM at `masked_lm_positions` and next-sentence prediction.
+    """BERT with its pretraining heads: masked LM at `masked_lm_positions` and, unless `next_sentence=False` (the
+    paper's "No NSP" ablation, section 5.1), next-sentence prediction.
 
     Inputs: the encoder inputs plus `masked_lm_positions` (int32 [batch, max_predictions_per_seq]). Outputs:
     `mlm_logits` float32 [batch, max_predictions, vocab] (decoder tied to the word embeddings) and `nsp_logits`
@@ -212,15 +213,18 @@ class BertPretrainer(_TaskModel):
     weights, over the weights' sum + 1e-5, plus the mean next-sentence cross-entropy; the same for any number of
     replicas (see `bert_tf.losses`). It reports `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy`
     and `next_sentence_loss` (the original's eval names). Compiled with a loss, Keras's usual per-output losses
-    apply instead.
+    apply instead. Without next-sentence prediction there is no NSP head, output, loss or metric: the loss is the
+    masked-LM loss alone, and `next_sentence_labels` are not needed.
 
     Args:
       encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one).
+      next_sentence: whether to add the next-sentence head and loss (the paper's BERT); False: masked LM only.
     """
 
     LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+    _head_args = ("next_sentence",)
 
-    def __init__(self, encoder, name="bert_pretrainer", **kwargs):
+    def __init__(self, encoder, next_sentence=True, name="bert_pretrainer", **kwargs):
         encoder = _as_encoder(encoder)
         cfg = encoder.bert_config
         policy = encoder.dtype_policy
@@ -230,47 +234,58 @@ class BertPretrainer(_TaskModel):
         mlm = MaskedLMHead(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, activation=cfg.hidden_act,
                            initializer_range=cfg.initializer_range, layer_norm_eps=cfg.layer_norm_eps, dtype=policy,
                            name="predictions")
-        nsp = ClassificationHead(num_outputs=2, dropout_rate=0.0, initializer_range=cfg.initializer_range, dtype=policy,
-                                 name="seq_relationship")
-        mlm_logits = mlm(outputs["sequence_output"], inputs["masked_lm_positions"],
-                         encoder.embeddings.word_embeddings)
-        nsp_logits = nsp(outputs["pooled_output"])
-        super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, name=name,
-                         **kwargs)
-        self._finish(encoder)
+        heads = {"mlm_logits": mlm(outputs["sequence_output"], inputs["masked_lm_positions"],
+                                   encoder.embeddings.word_embeddings)}
+        nsp = None
+        if next_sentence:
+            nsp = ClassificationHead(num_outputs=2, dropout_rate=0.0, initializer_range=cfg.initializer_range,
+                                     dtype=policy, name="seq_relationship")
+            heads["nsp_logits"] = nsp(outputs["pooled_output"])
+        super().__init__(inputs=inputs, outputs=heads, name=name, **kwargs)
+        self._finish(encoder, next_sentence=bool(next_sentence))
         self.masked_lm = mlm
-        self.next_sentence = nsp
+        self.next_sentence_head = nsp
         self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy("masked_lm_accuracy")
         self.masked_lm_loss = keras.metrics.Mean("masked_lm_loss")
-        self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy("next_sentence_accuracy")
-        self.next_sentence_loss = keras.metrics.Mean("next_sentence_loss")
+        if next_sentence:
+            self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy("next_sentence_accuracy")
+            self.next_sentence_loss = keras.metrics.Mean("next_sentence_loss")
+
+    @property
+    def objective(self) -> str:
+        """`mlm_nsp` (the paper's BERT) or `mlm` (No NSP): what `run_pretraining --objective` names."""
+        return "mlm_nsp" if self.next_sentence else "mlm"
 
     def _loss_denominators(self, y):
         if self.loss is not None:
             return None
         # The original divides the weighted sum by the weights' sum + 1e-5 (a batch without masks gives 0, not NaN).
         masked = losses.replica_sum(tf.reduce_sum(tf.cast(y["masked_lm_weights"], tf.float32))) + 1e-5
+        if not self.next_sentence:
+            return {"masked_lm": masked}
         return {"masked_lm": masked,
                 "next_sentence": losses.replica_sum(tf.cast(tf.size(y["next_sentence_labels"]), tf.float32))}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if self.loss is not None:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        if not isinstance(y, dict) or any(key not in y for key in self.LABELS):
+        labels = self.LABELS if self.next_sentence else self.LABELS[:2]
+        if not isinstance(y, dict) or any(key not in y for key in labels):
             got = sorted(y) if isinstance(y, dict) else type(y).__name__
-            raise ValueError(f"BertPretrainer compiled without a loss trains on labels {list(self.LABELS)} (what "
+            raise ValueError(f"BertPretrainer compiled without a loss trains on labels {list(labels)} (what "
                              f"bert_tf.pretraining.pretraining_dataset yields); got {got}")
         mlm_ids, mlm_weights = y["masked_lm_ids"], tf.cast(y["masked_lm_weights"], tf.float32)
-        nsp_labels = tf.reshape(y["next_sentence_labels"], [-1])
         counts = self._denominators or self._loss_denominators(y)
         mlm_ce = losses.sparse_cross_entropy(mlm_ids, y_pred["mlm_logits"])
-        nsp_ce = losses.sparse_cross_entropy(nsp_labels, y_pred["nsp_logits"])
         self.masked_lm_loss.update_state(mlm_ce, mlm_weights)
         self.masked_lm_accuracy.update_state(mlm_ids, y_pred["mlm_logits"], mlm_weights)
-        self.next_sentence_loss.update_state(nsp_ce)
-        self.next_sentence_accuracy.update_state(nsp_labels, y_pred["nsp_logits"])
-        loss = (losses.weighted_share(mlm_ce, mlm_weights, counts["masked_lm"])
-                + losses.weighted_share(nsp_ce, None, counts["next_sentence"]))
+        loss = losses.weighted_share(mlm_ce, mlm_weights, counts["masked_lm"])
+        if self.next_sentence:
+            nsp_labels = tf.reshape(y["next_sentence_labels"], [-1])
+            nsp_ce = losses.sparse_cross_entropy(nsp_labels, y_pred["nsp_logits"])
+            self.next_sentence_loss.update_state(nsp_ce)
+            self.next_sentence_accuracy.update_state(nsp_labels, y_pred["nsp_logits"])
+            loss += losses.weighted_share(nsp_ce, None, counts["next_sentence"])
         if self.losses:  # regularization, if a user adds any: Keras's own scaling for replicas
             loss += self._aggregate_additional_loss(keras.ops.sum(self.losses))
         return loss

@@ -92,8 +92,9 @@ def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
 
 
 def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int,
-                  vocab_file: str | None = None) -> dict | None:
-    """Refuses records that were generated with other lengths (or another vocabulary) than the flags.
+                  vocab_file: str | None = None, next_sentence: bool = False) -> dict | None:
+    """Refuses records that were generated with other lengths (or another vocabulary) than the flags, and, for a
+    `next_sentence` objective, records whose B is never a random sentence (nothing for the NSP head to learn).
 
     Returns the metadata, if any. Checks the first record's lengths too, which also covers records without metadata.
     """
@@ -106,6 +107,10 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             if key in flags and flags[key] != value:
                 raise DataError(f"{path}: the records were generated with --{key}={flags[key]}, but training was "
                                 f"given --{key}={value}; pass --{key}={flags[key]} or regenerate the data")
+        if next_sentence and flags.get("random_next_sentence") is False:
+            raise DataError(f"{path}: the records were generated with --random_next_sentence=false (B always "
+                            "follows A), which leaves next-sentence prediction nothing to learn; pretrain them with "
+                            "--objective=mlm, or regenerate them without that flag")
         if vocab_file and metadata.get("vocab_sha256"):
             if file_sha256(vocab_file) != metadata["vocab_sha256"]:
                 raise DataError(f"{path}: the records were made with another vocabulary than --vocab_file="
@@ -260,6 +265,9 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
 
 
 # ------------------------------------------------------------------------------------------- the whole run
+# The paper's Table 5 objectives: masked LM + next-sentence prediction (BERT), masked LM alone ("No NSP").
+OBJECTIVES = {"mlm_nsp": "masked LM and next-sentence prediction (the paper's BERT)",
+              "mlm": "masked LM only, no next-sentence head or loss (the paper's No NSP ablation)"}
 EXPORT_DIR = "bert_model"  # bert_config.json + bert_model.ckpt (original names) [+ vocab.txt] after training
 
 
@@ -291,10 +299,13 @@ class PretrainingOptions:
     random_seed: int = 12345
     init_checkpoint: str | None = None
     vocab_file: str | None = None
+    objective: str = "mlm_nsp"
 
     def check(self, replicas: int) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--objective={self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
         if not (self.do_train or self.do_eval):
             raise ValueError("at least one of --do_train and --do_eval must be set")
         per_update = replicas * self.gradient_accumulation_steps
@@ -323,7 +334,8 @@ def build_pretrainer(config, options: PretrainingOptions):
     from bert_tf.models import BertEncoder, BertPretrainer
     from bert_tf.optimization import create_optimizer
 
-    model = BertPretrainer(BertEncoder(config, dtype=DTYPES[options.dtype]))
+    model = BertPretrainer(BertEncoder(config, dtype=DTYPES[options.dtype]),
+                           next_sentence=options.objective == "mlm_nsp")
     model.gradient_accumulation_steps = options.gradient_accumulation_steps
     model.compile(optimizer=create_optimizer(options.learning_rate, options.num_train_steps,
                                              options.num_warmup_steps, optimizer=options.optimizer,
@@ -350,7 +362,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync)
     files = expand_files(input_file)
-    check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file)
+    check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file,
+                  next_sentence=options.objective == "mlm_nsp")
     tf.io.gfile.makedirs(output_dir)
     keras.utils.set_random_seed(options.random_seed)
     with strategy.scope():

@@ -162,8 +162,15 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
 
 
 def _config_json(model) -> str | None:
+    """The model's BERT config, and its pretraining objective when it is not the paper's BERT (checkpoints written
+    before objectives existed are all BERT's)."""
     config = getattr(model, "bert_config", None)
-    return None if config is None else json.dumps(config.to_dict(), sort_keys=True)
+    if config is None:
+        return None
+    values = config.to_dict()
+    if getattr(model, "objective", "mlm_nsp") != "mlm_nsp":
+        values["objective"] = model.objective
+    return json.dumps(values, sort_keys=True)
 
 
 def _saved_config(path: str) -> dict | None:
@@ -178,6 +185,8 @@ def _check_config(path: str, config: str | None, output_dir: str) -> None:
     if saved is None or config is None:
         return
     current = json.loads(config)
+    for values in (saved, current):
+        values.setdefault("objective", "mlm_nsp")
     differ = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} here" for key in sorted(set(saved) | set(current))
               if saved.get(key) != current.get(key)]
     if differ:

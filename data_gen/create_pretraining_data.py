@@ -29,6 +29,8 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed: same input, seed and fl
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked-LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of making a sequence shorter than the maximum length.")
+flags.DEFINE_bool("random_next_sentence", True, "Make half the pairs' B a random sentence (next-sentence "
+                  "prediction); false: B always follows A, for pretraining with --objective=mlm (No NSP).")
 flags.DEFINE_integer("num_output_shards", None, "With a directory --output_file: number of shards.")
 flags.DEFINE_integer("num_workers", 1, "Worker processes; the output does not depend on it.")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
@@ -48,7 +50,8 @@ def main(argv):
     options = Options(max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
                       masked_lm_prob=f.masked_lm_prob, short_seq_prob=f.short_seq_prob, dupe_factor=f.dupe_factor,
                       random_seed=f.random_seed, do_lower_case=f.do_lower_case,
-                      do_whole_word_mask=f.do_whole_word_mask, window_size=f.window_size)
+                      do_whole_word_mask=f.do_whole_word_mask, window_size=f.window_size,
+                      random_next_sentence=f.random_next_sentence)
     try:
         meta = generate(f.input_file, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
                         num_workers=f.num_workers, gzip=f.gzip)

@@ -68,13 +68,15 @@ class NspBalance:
 
 
 def pairs_from_document(sentences: Sentences, index: int, max_num_tokens: int, short_seq_prob: float, rng,
-                        balance: NspBalance, out: list) -> None:
+                        balance: NspBalance | None, out: list) -> None:
     """Appends the (a_start, a_end, b_start, b_end, is_random) spans of document `index` to `out`, untruncated.
 
     Sentences are accumulated up to a target length (`short_seq_prob` of the time a shorter random one, to reduce
     the pretrain/fine-tune length mismatch), then split at a random sentence boundary into A and B; B is the rest
     of the chunk or, for a random next, sentences of another document of the window from a random one on, up to the
     target. `rng` is a `random.Random` (its scalar draws are an order of magnitude cheaper than numpy's).
+    `balance` None: no random next at all (the No NSP objective's records): B is always the rest of the chunk, and
+    empty for a chunk of one sentence.
     """
     starts, ends, documents = sentences.starts, sentences.ends, sentences.documents
     first, last = documents[index]
@@ -89,8 +91,11 @@ def pairs_from_document(sentences: Sentences, index: int, max_num_tokens: int, s
         size = chunk_end - chunk_start
         a_end = chunk_start + (1 + int(random() * (size - 1)) if size >= 2 else 1)
         a_lo, a_hi = starts[chunk_start], ends[a_end - 1]
-        is_random = balance.draw(rng, can_be_next=size >= 2)
-        if is_random:
+        is_random = balance is not None and balance.draw(rng, can_be_next=size >= 2)
+        if balance is None and size < 2:
+            out.append((a_lo, a_hi, a_hi, a_hi, 0))
+            chunk_start = chunk_end
+        elif is_random:
             other = index
             for _ in range(10):
                 other = int(random() * len(documents))

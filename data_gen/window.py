@@ -40,6 +40,7 @@ class Options:
     do_lower_case: bool = True
     do_whole_word_mask: bool = False
     window_size: int = 1000
+    random_next_sentence: bool = True  # False: B always follows A (records for the No NSP objective)
 
     def check(self):
         problems = []
@@ -75,7 +76,7 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
     if len(sentences.documents) < 2:
         return serialize({}, features), dict(stats, instances=0)
     spans: list = []
-    balance = NspBalance()
+    balance = NspBalance() if options.random_next_sentence else None
     max_num_tokens = options.max_seq_length - 3
     for _ in range(options.dupe_factor):
         for index in rng.permutation(len(sentences.documents)).tolist():

@@ -95,7 +95,8 @@ def variable_map(model, heads_required: bool = True) -> list[Slot]:
         slots += _dense("cls/predictions/transform/dense", mlm.transform, heads_required)
         slots += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm, heads_required)
         slots.append(Slot("cls/predictions/output_bias", mlm.output_bias, required=heads_required))
-        slots += _output_weights("cls/seq_relationship/", model.next_sentence, heads_required)
+        if model.next_sentence_head is not None:  # None: the No NSP objective
+            slots += _output_weights("cls/seq_relationship/", model.next_sentence_head, heads_required)
     elif isinstance(model, BertClassifier):
         slots += _output_weights("", model.head, heads_required)
     elif isinstance(model, BertSpanQA):
