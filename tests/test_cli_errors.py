@@ -3,26 +3,24 @@ command's name, no traceback, and the output path exactly as it was before (abse
 
 `CASES` is the table: one row per bad command line, with an id. Each case gets its own directory (`{out}`) holding
 `afile` (a regular file, to put outputs under) and `existing/keep.txt` (an output directory that must survive a
-failed run untouched); the shared inputs are in `{in}` (see `inputs`). The whole case directory and the inputs are
+failed run untouched); the shared inputs are in `{in}` (see `make_inputs`). The whole case directory and the inputs are
 compared byte for byte before and after.
 
-Each case runs as a process of its own that executes the module as `__main__` the way `python -m` does (`runpy`),
-forked from one process that has already imported TensorFlow: a fresh `python -m` per case would pay the
+Each case runs as a process of its own that executes the module as `__main__` the way `python -m` does, forked from
+one process that has already imported TensorFlow (tests/forking.py): a fresh `python -m` per case would pay the
 seconds-long import once per row, minutes for this table on two cores.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests import forking
 
 
 @dataclasses.dataclass
@@ -204,14 +202,12 @@ it was night .
 """
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    """Small valid inputs (a model of hidden size 16, its vocabulary, corpus, records, task files) and a checkpoint
-    of another shape (hidden size 24)."""
+def make_inputs(d):
+    """Writes the small valid inputs into the directory `d` (a model of hidden size 16, its vocabulary, corpus,
+    records, task files) and a checkpoint of another shape (hidden size 24)."""
     from bert_tf import BertConfig, BertEncoder, checkpoints
     from data_gen.generate import Options, generate
 
-    d = tmp_path_factory.mktemp("inputs")
     (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     sizes = dict(vocab_size=len(VOCAB), num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                  max_position_embeddings=64)
@@ -277,64 +273,22 @@ def snapshot(path):
     return found
 
 
-# Runs in its own interpreter: imports TensorFlow (through bert_tf) once, then forks one child per case that runs
-# the case's module as `python -m` would, stdout and stderr to files; prints {id: exit status}.
-_RUNNER = r"""
-import json, os, runpy, sys, time, traceback
-sys.path.insert(0, sys.argv[1])
-import bert_tf  # noqa: F401
-cases, parallel, timeout = json.load(sys.stdin), int(sys.argv[2]), float(sys.argv[3])
-
-def child(case):
-    os.chdir(case["cwd"])
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        out = os.open(case[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(out, fd)
-        os.close(out)
-    sys.argv = [case["module"], *case["args"]]
-    code = 0
-    try:
-        runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            code = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-status, running, waiting = {}, {}, list(cases)
-while waiting or running:
-    while waiting and len(running) < parallel:
-        case = waiting.pop(0)
-        pid = os.fork()
-        if pid == 0:
-            child(case)
-        running[pid] = (case["id"], time.monotonic())
-    pid, code = os.waitpid(-1, os.WNOHANG)
-    if pid:
-        status[running.pop(pid)[0]] = os.waitstatus_to_exitcode(code)
-        continue
-    for pid, (name, started) in running.items():
-        if time.monotonic() - started > timeout:
-            os.kill(pid, 9)
-    time.sleep(0.05)
-print(json.dumps(status))
-"""
-
-
 @pytest.fixture(scope="module")
-def results(inputs, tmp_path_factory, request):
-    """Runs the cases this session selected; {id: (exit status, stderr, case directory before, after)}."""
+def results(tmp_path_factory, request):
+    """Runs the cases this session selected, each forked from one interpreter that has imported TensorFlow
+    (tests/forking.py); {id: (exit status, stderr, case directory before, after)}. Computed once per session: the
+    xdist worker that asks second reads the first one's results."""
     params = [getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items
               if item.module.__name__ == __name__]
-    selected = {p["case"].id for p in params if "case" in p}
-    work = tmp_path_factory.mktemp("cases")
+    selected = sorted({p["case"].id for p in params if "case" in p})
+    return forking.once_per_session(tmp_path_factory, "cli_errors-" + hashlib.sha256(
+        " ".join(selected).encode()).hexdigest()[:12], lambda work: _run_cases(work, set(selected)))
+
+
+def _run_cases(work, selected):
+    inputs = work / "inputs"
+    inputs.mkdir()
+    make_inputs(inputs)
     inputs_before = snapshot(inputs)
     runs, before = [], {}
     for case in CASES:
@@ -346,27 +300,11 @@ def results(inputs, tmp_path_factory, request):
         (out / "afile").write_text("a regular file\n")
         before[case.id] = snapshot(out)
         args = [a.replace("{in}", str(inputs)).replace("{out}", str(out)) for a in case.args]
-        runs.append(dict(id=case.id, module=case.module, args=args, cwd=str(out),
-                         stdout=str(work / f"{case.id}.stdout"), stderr=str(work / f"{case.id}.stderr")))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    runner = subprocess.Popen([sys.executable, "-c", _RUNNER, ROOT, "4", "240"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
-    try:
-        stdout, _ = runner.communicate(json.dumps(runs), timeout=600)
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
-    assert runner.returncode == 0, "the case runner failed"
-    status = json.loads(stdout)
+        runs.append(dict(id=case.id, module=case.module, args=args, cwd=str(out)))
+    status = forking.run_forked(runs, str(work), parallel=4, timeout=240)
     assert snapshot(inputs) == inputs_before, "a case wrote into the inputs"
-    return {run["id"]: (status[run["id"]], _read(run["stderr"]), before[run["id"]], snapshot(run["cwd"]))
+    return {run["id"]: (status[run["id"]][0], status[run["id"]][2], before[run["id"]], snapshot(run["cwd"]))
             for run in runs}
-
-
-def _read(path):
-    with open(path, newline="") as f:  # carriage returns kept
-        return f.read()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
