@@ -96,6 +96,10 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         predict_examples, predict_data = source(predict_file, "validation", False)
         predict_features = squad.convert_examples(predict_examples, tokenizer, **convert)
         has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
+        cells = len(finetuning.grid(options))
+        if options.do_train and cells > 1 and not has_answers:
+            raise DataError(f"--predict_file={predict_file or tfds_name}: no answers to score the grid's {cells} "
+                            "cells by; give a predict file with answers, or one value per grid flag")
     os.makedirs(output_dir, exist_ok=True)
     results: dict = {}
 

@@ -170,3 +170,25 @@ def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
         do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32),
         predict_file=str(tmp_path / "bare.json"))
     assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
+
+
+def test_a_grid_without_answers_to_choose_by_is_refused(minilm_dir, tmp_path):
+    """A grid scored on a predict file without answers would keep its first cell for no reason: refused before
+    any training."""
+    from bert_tf import BertConfig
+    from bert_tf.tasks import DataError
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
+
+    train = _year_task(tmp_path / "train.json", 4, 0)
+    questions = json.loads(open(_year_task(tmp_path / "q.json", 4, 1)).read())
+    for article in questions["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                del qa["answers"]
+    (tmp_path / "q.json").write_text(json.dumps(questions))
+    options = SquadOptions(do_train=True, do_predict=True, max_seq_length=64, train_batch_sizes=(2, 4))
+    with pytest.raises(DataError, match=r"q.json: no answers to score the grid's 2 cells by"):
+        run_squad(BertConfig.from_json_file(os.path.join(minilm_dir, "config.json")),
+                  os.path.join(minilm_dir, "vocab.txt"), str(tmp_path / "out"), options, str(train),
+                  str(tmp_path / "q.json"))
+    assert not (tmp_path / "out" / "grid").exists()
