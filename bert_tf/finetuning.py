@@ -109,7 +109,7 @@ class FinetuneOptions:
             if batch % per_update:
                 raise ValueError(f"--train_batch_size={batch} must be a multiple of replicas x "
                                  f"--gradient_accumulation_steps = {replicas} x {self.gradient_accumulation_steps}")
-        if len(grid(self)) > 1 and not getattr(self, self.dev_flag):
+        if self.do_train and len(grid(self)) > 1 and not getattr(self, self.dev_flag):
             raise ValueError(f"choosing among several --train_batch_size, --learning_rate or --num_train_epochs "
                              f"values or --num_restarts needs --{self.dev_flag} (the dev set decides)")
         if self.do_train and output_dir is not None:
