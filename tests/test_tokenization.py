@@ -38,6 +38,16 @@ def tokenizers(vocab_file):
             oracle(vocab_file, lowercase=True))
 
 
+@pytest.fixture(scope="module")
+def traced(tokenizers):
+    """The layer's two in-graph paths (call, tokenize_with_offsets) traced once for a batch of any size: the property
+    tests run hundreds of batches, which eagerly cost a tenth of a second each, op by op, and milliseconds traced.
+    The other tests run the layer eagerly."""
+    layer, spec = tokenizers[1], [tf.TensorSpec([None], tf.string)]
+    return (tf.function(lambda texts: layer(texts), input_signature=spec),
+            tf.function(lambda texts: layer.tokenize_with_offsets(texts)[0], input_signature=spec))
+
+
 def oracle(vocab_file, **kwargs):
     tokenizer = BertWordPieceTokenizer(str(vocab_file), **kwargs)
     tokenizer._tokenizer.model.max_input_chars_per_word = 200  # HF's default is 100; the original's is 200
@@ -54,10 +64,12 @@ def oracle_knows(text):
     return all(unicodedata.ucd_3_2_0.category(c) != "Cn" or c in HAND_PICKED_CHARS for c in text)
 
 
-def check_agree(tokenizers, texts):
+def check_agree(tokenizers, texts, traced=None):
+    """Python, the layer's two in-graph paths (eager, or `traced`'s functions) and the oracle give the same ids."""
     python, layer, oracle = tokenizers
-    graph = layer(tf.constant(texts)).to_list()
-    assert layer.tokenize_with_offsets(tf.constant(texts))[0].to_list() == graph  # both in-graph paths agree
+    call, with_offsets = traced or (layer, lambda t: layer.tokenize_with_offsets(t)[0])
+    graph = call(tf.constant(texts)).to_list()
+    assert with_offsets(tf.constant(texts)).to_list() == graph  # both in-graph paths agree
     for text, ids in zip(texts, graph):
         ours = python.convert_tokens_to_ids(python.tokenize(text))
         assert ours == ids, f"python vs graph on {text!r}"
@@ -113,8 +125,8 @@ MIXED = st.lists(st.sampled_from(["Hello", "café", "ÉCOLE", "北京", "😀", 
 @settings(max_examples=300, deadline=None, derandomize=True,  # same examples every run: CI is reproducible
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.one_of(TEXT, MIXED), min_size=1, max_size=8))
-def test_differential_against_hf_tokenizers(tokenizers, texts):
-    check_agree(tokenizers, texts)
+def test_differential_against_hf_tokenizers(tokenizers, traced, texts):
+    check_agree(tokenizers, texts, traced)
 
 
 ASCII = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80)
@@ -123,10 +135,10 @@ ASCII = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80)
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.one_of(ASCII, ASCII, MIXED), min_size=1, max_size=8))
-def test_ascii_lines_take_the_end_to_end_op_with_the_same_tokens(tokenizers, texts):
+def test_ascii_lines_take_the_end_to_end_op_with_the_same_tokens(tokenizers, traced, texts):
     """Pure-ASCII lines run through tensorflow-text's end-to-end WordPiece op, the others through our regex steps;
     batches mix both, so the lines must also come back in their order."""
-    check_agree(tokenizers, texts)
+    check_agree(tokenizers, texts, traced)
 
 
 def test_every_ascii_character_and_the_word_length_limit(tokenizers):
