@@ -53,6 +53,10 @@ LONG_TESTS = {
     "test_multi_worker_mirrored_two_local_workers_train_together_and_resume": 65,
     "test_one_device_and_mirrored_and_accumulation_give_the_same_training": 62,
     "test_run_ner_cli_tags_entities": 60,
+    "test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one": 50,
+    "test_the_grid_keeps_the_best_cell_and_a_rerun_skips_finished_cells": 50,
+    # its module's results (tests/forking.py, once per session) are made early, so its other tests never wait
+    "test_help_of_every_console_script_lists_its_own_flags_and_exits_0": 40,
 }
 
 
