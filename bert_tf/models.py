@@ -37,7 +37,9 @@ class BertEncoder(keras.Model):
 
     Call it on a dict with `input_word_ids`, `input_mask` and `input_type_ids` (int32 [batch, seq], any seq up to
     `max_position_embeddings`). It returns a dict with `sequence_output` [batch, seq, H], `pooled_output` [batch, H]
-    and `encoder_outputs`, the list of every block's output (the last equals `sequence_output`).
+    `encoder_outputs`, the list of every block's output (the last equals `sequence_output`), and
+    `embedding_output` [batch, seq, H], the embeddings after their LayerNorm (and dropout, in training): the
+    original's `get_embedding_output()`, layer 0 of the feature-based approach.
 
     The padding bias for attention is computed once per batch and shared by all blocks. Sub-layers are public
     (`embeddings`, `transformer_layers`, `pooler`) because checkpoint loaders and the task heads address them.
@@ -56,7 +58,7 @@ class BertEncoder(keras.Model):
                                     max_position_embeddings=config.max_position_embeddings,
                                     initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
                                     dropout_rate=config.hidden_dropout_prob, dtype=policy, name="embeddings")
-        x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        x = embedded = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
         bias = padding_bias(inputs["input_mask"])
         blocks, layer_outputs = [], []
         for i in range(config.num_hidden_layers):
@@ -71,7 +73,8 @@ class BertEncoder(keras.Model):
             layer_outputs.append(x)
         pooler = BertPooler(hidden_size=config.hidden_size, initializer_range=config.initializer_range, dtype=policy,
                             name="pooler")
-        outputs = {"sequence_output": x, "pooled_output": pooler(x), "encoder_outputs": layer_outputs}
+        outputs = {"sequence_output": x, "pooled_output": pooler(x), "encoder_outputs": layer_outputs,
+                   "embedding_output": embedded}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self.bert_config = config
         self.embeddings = embeddings

@@ -1,6 +1,7 @@
 """extract_features: the original's JSONL from real BERT weights, checked against HF transformers' hidden states;
 the paper's layer combinations."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -44,19 +45,45 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
             np.testing.assert_allclose(ours, hidden[layer_index][0].numpy(), atol=2e-5)
 
 
-def test_layer_combinations():
+def test_layer_combinations_and_the_embedding_output(tiny_config):
+    """The paper's Table 7 combinations of a real encoder's outputs; layer 0 is the embedding layer's own output
+    (after its LayerNorm); the weighted sums start as the mean and learn (their scalars and scale are trainable and
+    get gradients), and the layer round-trips through Keras serialization."""
+    import keras
     import tensorflow as tf
 
-    from bert_tf.feature_extraction import VARIANTS, combine_layers
+    from bert_tf import BertEncoder
+    from bert_tf.feature_extraction import COMBINATIONS, FeatureCombination
+    from tests.conftest import make_batch
 
-    rng = np.random.default_rng(0)
-    layers = [tf.constant(rng.normal(size=(2, 3, 4)), tf.float32) for _ in range(6)]
-    arrays = [t.numpy() for t in layers]
-    expected = {"last_hidden": arrays[-1], "second_to_last_hidden": arrays[-2],
-                "sum_last_four": sum(arrays[-4:]), "concat_last_four": np.concatenate(arrays[-4:], -1),
-                "sum_all": sum(arrays)}
-    assert set(expected) == set(VARIANTS)
+    config = dataclasses.replace(tiny_config, num_hidden_layers=5)
+    encoder = BertEncoder(config)
+    batch = make_batch(config)
+    outputs = encoder(batch)
+    np.testing.assert_array_equal(outputs["embedding_output"].numpy(), encoder.embeddings(
+        batch["input_word_ids"], batch["input_type_ids"]).numpy())
+    layers = [t.numpy().astype(np.float64) for t in outputs["encoder_outputs"]]
+    expected = {"embeddings": outputs["embedding_output"].numpy(), "last_hidden": layers[-1],
+                "second_to_last_hidden": layers[-2], "concat_last_four": np.concatenate(layers[-4:], -1),
+                "weighted_sum_last_four": np.mean(layers[-4:], 0), "weighted_sum_all": np.mean(layers, 0),
+                "sum_last_four": np.sum(layers[-4:], 0), "sum_all": np.sum(layers, 0)}
+    assert set(expected) == set(COMBINATIONS)
     for name, want in expected.items():
-        np.testing.assert_allclose(combine_layers(layers, name).numpy(), want, rtol=1e-6, atol=1e-6)  # float32 sums
+        layer = FeatureCombination(name, config.num_hidden_layers)
+        np.testing.assert_allclose(layer(outputs).numpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)
+        again = FeatureCombination.from_config(layer.get_config())
+        np.testing.assert_allclose(again(outputs).numpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)
+    mix = FeatureCombination("weighted_sum_all", config.num_hidden_layers)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(mix(outputs) * tf.constant(np.random.default_rng(0).normal(size=layers[0].shape),
+                                                        tf.float32))
+    grads = tape.gradient(loss, mix.trainable_weights)
+    assert len(mix.trainable_weights) == 2 and all(np.abs(g.numpy()).sum() > 0 for g in grads)
+    mix.mix.scalars.assign([5.0, 0, 0, 0, 0])  # softmax-normalised: almost all weight on the first layer
+    weights = mix.mix.weights_of_layers().numpy()
+    assert weights.sum() == pytest.approx(1) and weights[0] > 0.97
+    np.testing.assert_allclose(mix(outputs).numpy(), np.tensordot(weights, layers, 1), rtol=1e-5, atol=1e-5)
+    assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(mix)).combination == \
+        "weighted_sum_all"
     with pytest.raises(ValueError, match="choose one of"):
-        combine_layers(layers, "mean")
+        FeatureCombination("mean", 5)

@@ -11,7 +11,8 @@ from tests.conftest import make_batch
 def test_encoder_outputs_follow_the_tf_hub_contract(tiny_config):
     encoder = BertEncoder(tiny_config)
     out = encoder(make_batch(tiny_config))
-    assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs"}
+    assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs", "embedding_output"}
+    assert out["embedding_output"].shape == (3, 11, 32)
     assert out["sequence_output"].shape == (3, 11, 32) and out["pooled_output"].shape == (3, 32)
     assert len(out["encoder_outputs"]) == tiny_config.num_hidden_layers
     np.testing.assert_array_equal(out["encoder_outputs"][-1].numpy(), out["sequence_output"].numpy())

@@ -5,7 +5,8 @@ r"""Contextual token features from chosen layers of a pretrained BERT (the origi
       --max_seq_length=128 --batch_size=8
 
 Input: one text per line, or `text_a ||| text_b`. Output: one JSON object per line with every token's values at
-each requested layer. In Python, `bert_tf.feature_extraction.combine_layers` gives the paper's feature-based variants.
+each requested layer. In Python, `bert_tf.feature_extraction.FeatureCombination` gives the paper's
+feature-based combinations.
 """
 
 from absl import flags
