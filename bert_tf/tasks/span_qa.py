@@ -1,9 +1,9 @@
 """The span-QA family: extractive question answering as SQuAD v1.1 and v2.0 (paper sections 4.2 and 4.3).
 
-`run_squad` fine-tunes and predicts as the original run_squad.py, on the windows `bert_tf.tasks.squad` cuts from
-each context with the original's FullTokenizer; the exported `SpanQAModule` cuts the same windows in the graph
-(`bert_tf.tasks.windows`) and picks answers by the same rules, which the tests hold equal to `run_squad`'s
-predictions.
+`run_squad` fine-tunes and predicts as the original run_squad.py; its windows and labels, and the exported
+`SpanQAModule`'s windows, all come from one in-graph function, `bert_tf.tasks.span_features.span_features` (held
+equal to the original algorithm by the tests). `SpanQAModule` also picks answers by `squad.postprocess`'s rules,
+which the tests hold equal to `run_squad`'s predictions.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf import finetuning
 from bert_tf.serving import hold, string_spec
 from bert_tf.tasks import squad, squad_eval, windows
 from bert_tf.tasks.base import DataError, Family
-from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.tasks.span_features import span_features
 from bert_tf.training import write_results
 
 SPAN_LOSS_WEIGHTS = {"start_logits": 0.5, "end_logits": 0.5}  # run_squad.py: (start_loss + end_loss) / 2
@@ -81,7 +80,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     version_2 = options.version_2_with_negative
     convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,
-                   max_query_length=options.max_query_length)
+                   max_query_length=options.max_query_length, do_lower_case=options.do_lower_case)
     def source(path, split, is_training):
         if tfds_name:
             data = squad.tfds_data(tfds_name, split, tfds_data_dir)
@@ -94,7 +93,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     train_examples = source(train_file, "train", True)[0] if options.do_train else None
     if options.do_predict:
         predict_examples, predict_data = source(predict_file, "validation", False)
-        predict_features = squad.convert_examples(predict_examples, tokenizer, **convert)
+        predict_features, predict_inputs = squad.window_features(predict_examples, vocab_file, **convert)
         has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
         cells = len(finetuning.grid(options))
         if options.do_train and cells > 1 and not has_answers:
@@ -104,7 +103,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     results: dict = {}
 
     def predict(model, threshold):
-        outputs = model.predict(squad.feature_arrays(predict_features), batch_size=options.predict_batch_size,
+        outputs = model.predict(predict_inputs, batch_size=options.predict_batch_size,
                                 verbose=0)
         return squad.postprocess(predict_examples, predict_features, outputs["start_logits"],
                                  outputs["end_logits"], tokenizer, n_best_size=options.n_best_size,
@@ -126,10 +125,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy)  # noqa: E731
     grid = None
     if options.do_train:
-        features = squad.convert_examples(train_examples, tokenizer, is_training=True, **convert)
-        inputs = squad.feature_arrays(features)
-        labels = {"start_logits": np.array([f.start_position for f in features], np.int32),
-                  "end_logits": np.array([f.end_position for f in features], np.int32)}
+        _, inputs = squad.window_features(train_examples, vocab_file, is_training=True, **convert)
+        labels = {key: inputs.pop(key) for key in ("start_logits", "end_logits")}
         grid = finetuning.grid_search(
             options, output_dir,
             lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
@@ -179,7 +176,7 @@ def _saved_threshold(directory):
 # ------------------------------------------------------------------------------------------------- serving
 class SpanQAModule(tf.Module):
     """Extractive QA on raw text (see the module docstring). Exact with the library's `run_squad` prediction
-    (`bert_tf.tasks.squad.convert_examples` + `postprocess`): the same windows, top-`n_best_size` starts and ends,
+    (`bert_tf.tasks.squad.window_features` + `postprocess`): the same windows, top-`n_best_size` starts and ends,
     answer-length limit and max-context rule."""
 
     def __init__(self, model, preprocessor, *, max_query_length=64, doc_stride=128, max_answer_length=30,
@@ -200,15 +197,14 @@ class SpanQAModule(tf.Module):
     def _serve(self, question, context):
         pre = self.preprocessor
         seq = pre.seq_length
-        query = pre.tokenizer(question)[:, :self.max_query_length]
-        doc, starts, ends = pre.tokenizer.tokenize_with_offsets(context)
-        example, first, length = windows.plan(doc.row_lengths(), seq - query.row_lengths() - 3, self.doc_stride)
-        inputs = pack_inputs_graph([tf.gather(query, example), windows.gather_windows(doc, example, first, length)],
-                                   seq, pre._cls, pre._sep)
-        outputs = self.model(inputs)
+        features = span_features(pre.tokenizer, pre._cls, pre._sep, question, context, seq_length=seq,
+                                 max_query_length=self.max_query_length, doc_stride=self.doc_stride)
+        doc, starts, ends = features["doc"], features["piece_start"], features["piece_end"]
+        example, first, length = features["example"], features["first"], features["length"]
+        outputs = self.model({key: features[key] for key in ("input_word_ids", "input_mask", "input_type_ids")})
         start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [W, seq]
-        offset = tf.gather(query.row_lengths(), example) + 2  # position of the window's first context piece
-        best_context = windows.max_context(example, first, length, seq)  # [W, seq], by context position
+        offset = features["offset"]  # position of the window's first context piece
+        best_context = features["max_context"]  # [W, seq], by context position
 
         k = min(self.n_best_size, seq)
         start_values, start_at = tf.math.top_k(start_logits, k)

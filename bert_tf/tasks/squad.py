@@ -19,7 +19,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.tasks.base import DataError, open_text
-from bert_tf.tokenization import basic_tokenize, pack_inputs
+from bert_tf.tokenization import basic_tokenize
 
 
 @dataclasses.dataclass
@@ -31,6 +31,9 @@ class SquadExample:
     start_word: int = -1
     end_word: int = -1
     is_impossible: bool = False
+    context: str = ""  # the paragraph as given
+    start_char: int = -1  # the answer's first and last character in `context` (-1: none)
+    end_char: int = -1
 
 
 def _is_space(ch: str) -> bool:
@@ -88,7 +91,7 @@ def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -
                     previous_space = False
                 char_to_word.append(len(doc_tokens) - 1)
             for qa in paragraph["qas"]:
-                example = SquadExample(qa["id"], qa["question"], doc_tokens)
+                example = SquadExample(qa["id"], qa["question"], doc_tokens, context=context)
                 if is_training:
                     example.is_impossible = bool(version_2 and qa.get("is_impossible", False))
                     if not example.is_impossible:
@@ -107,6 +110,7 @@ def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -
                             misaligned.append(str(qa["id"]))
                             continue
                         example.answer_text = text
+                        example.start_char, example.end_char = start, start + len(text) - 1
                 examples.append(example)
     if misaligned:
         logging.warning("%s: skipped %d training question(s) whose answer text is not at its answer_start: %s%s",
@@ -128,83 +132,60 @@ class SquadFeature:
     end_position: int = 0
 
 
-def _improve_span(pieces, start, end, tokenizer, answer_text):
-    """The tightest piece span that tokenizes to the answer (e.g. "1895" inside "(1895-1943)."), as the original."""
-    target = " ".join(tokenizer.tokenize(answer_text))
-    for new_start in range(start, end + 1):
-        for new_end in range(end, new_start - 1, -1):
-            if " ".join(pieces[new_start:new_end + 1]) == target:
-                return new_start, new_end
-    return start, end
+def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
+                    max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
+    """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
+    `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
+    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time."""
+    import tensorflow as tf
 
+    from bert_tf.tasks.span_features import span_features
+    from bert_tf.tokenization import BertTokenizerLayer
 
-def _max_context(spans, span_index, position):
-    """Whether window `span_index` gives `position` the most context: min(left, right) + 0.01 * length, best."""
-    best_score, best_span = None, None
-    for index, (start, length) in enumerate(spans):
-        end = start + length - 1
-        if position < start or position > end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_span = score, index
-    return best_span == span_index
+    layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
+    cls, sep = layer.vocab.index("[CLS]"), layer.vocab.index("[SEP]")
+    strings = tf.TensorSpec([None], tf.string)
+    ints = tf.TensorSpec([None], tf.int64)
 
+    @tf.function(input_signature=[strings, strings, ints, ints, strings])
+    def run(question, context, start, end, text):
+        out = span_features(layer, cls, sep, question, context, seq_length=max_seq_length,
+                            max_query_length=max_query_length, doc_stride=doc_stride, answer_start=start,
+                            answer_end=end, answer_text=text)
+        query = tf.reduce_max(tf.concat([layer(question)[:, :max_query_length].row_lengths(), [0]], 0))
+        return {k: v for k, v in out.items() if k not in ("doc", "piece_start", "piece_end")}, query
 
-def convert_examples(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
-                     is_training=False) -> list[SquadFeature]:
-    """Examples -> windowed features (one example may give several)."""
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    features = []
-    for example_index, example in enumerate(examples):
-        query = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.question))[:max_query_length]
-        pieces, piece_to_word, word_to_piece = [], [], []
-        for word_index, word in enumerate(example.doc_tokens):
-            word_to_piece.append(len(pieces))
-            for piece in tokenizer.tokenize(word):
-                piece_to_word.append(word_index)
-                pieces.append(piece)
-        answer_start = answer_end = None
-        if is_training and not example.is_impossible:
-            answer_start = word_to_piece[example.start_word]
-            answer_end = (word_to_piece[example.end_word + 1] - 1 if example.end_word < len(example.doc_tokens) - 1
-                          else len(pieces) - 1)
-            answer_start, answer_end = _improve_span(pieces, answer_start, answer_end, tokenizer,
-                                                     example.answer_text)
-        room = max_seq_length - len(query) - 3
-        if room < 1:
+    features, arrays = [], {k: [] for k in ("input_word_ids", "input_mask", "input_type_ids", "start_logits",
+                                             "end_logits")}
+    for begin in range(0, len(examples), chunk):
+        part = examples[begin:begin + chunk]
+        answered = [is_training and not e.is_impossible and e.start_char >= 0 for e in part]
+        out, query = run(tf.constant([e.question for e in part]), tf.constant([e.context for e in part]),
+                         tf.constant([e.start_char if a else -1 for e, a in zip(part, answered)], tf.int64),
+                         tf.constant([e.end_char if a else -1 for e, a in zip(part, answered)], tf.int64),
+                         tf.constant([e.answer_text if a else "" for e, a in zip(part, answered)]))
+        if max_seq_length - int(query) - 3 < 1:
             raise DataError(f"--max_seq_length={max_seq_length} leaves no room for the context after a question of "
-                            f"{len(query)} pieces; raise it or lower --max_query_length")
-        spans, start = [], 0
-        while start < len(pieces):
-            length = min(len(pieces) - start, room)
-            spans.append((start, length))
-            if start + length == len(pieces):
-                break
-            start += min(length, doc_stride)
-        if not spans:
-            spans = [(0, 0)]
-        piece_ids = tokenizer.convert_tokens_to_ids(pieces)
-        first = len(query) + 2  # the window's first position: after [CLS] question [SEP]
-        for span_index, (start, length) in enumerate(spans):
-            packed = pack_inputs(query, piece_ids[start:start + length], max_seq_length, cls, sep)
-            token_to_word = {first + i: piece_to_word[start + i] for i in range(length)}
-            max_context = {first + i: _max_context(spans, span_index, start + i) for i in range(length)}
-            feature = SquadFeature(example_index, packed["input_word_ids"], packed["input_mask"],
-                                   packed["input_type_ids"], token_to_word, max_context)
-            if is_training and not example.is_impossible:
-                if start <= answer_start and answer_end <= start + length - 1:
-                    offset = first - start
-                    feature.start_position, feature.end_position = answer_start + offset, answer_end + offset
-                # else: the answer is outside this window; the target is [CLS] (position 0), as the original
-            features.append(feature)
-    return features
-
-
-def feature_arrays(features) -> dict:
-    return {"input_word_ids": np.array([f.input_word_ids for f in features], np.int32),
-            "input_mask": np.array([f.input_mask for f in features], np.int32),
-            "input_type_ids": np.array([f.input_type_ids for f in features], np.int32)}
+                            f"{int(query)} pieces; raise it or lower --max_query_length")
+        out = {k: v.numpy() for k, v in out.items()}
+        for key in ("input_word_ids", "input_mask", "input_type_ids"):
+            arrays[key].append(out[key])
+        arrays["start_logits"].append(out["start_positions"].astype(np.int32))
+        arrays["end_logits"].append(out["end_positions"].astype(np.int32))
+        for w in range(len(out["example"])):
+            offset, length = int(out["offset"][w]), int(out["length"][w])
+            features.append(SquadFeature(
+                begin + int(out["example"][w]), out["input_word_ids"][w].tolist(), out["input_mask"][w].tolist(),
+                out["input_type_ids"][w].tolist(),
+                {offset + j: int(out["word"][w, j]) for j in range(length)},
+                {offset + j: bool(out["max_context"][w, j]) for j in range(length)},
+                int(out["start_positions"][w]), int(out["end_positions"][w])))
+    width = (0, max_seq_length)
+    arrays = {k: np.concatenate(v) if v else np.zeros(width if k.startswith("input") else (0,), np.int32)
+              for k, v in arrays.items()}
+    if not is_training:
+        del arrays["start_logits"], arrays["end_logits"]
+    return features, arrays
 
 
 # ------------------------------------------------------------------------------------------- post-processing

@@ -3,8 +3,9 @@
 A sequence of `n` word pieces that does not fit in `room` positions is cut into windows of `room` pieces that start
 every `stride` pieces (the last window ends at the sequence's end); every piece is then read from the window that
 gives it the most context: the largest min(left, right) + 0.01 * window length, the first such window on ties
-(`bert_tf.tasks.squad._max_context`, computed for all windows at once). All functions take and return tensors, so
-they run inside the exported serving functions; `room` may differ per example (after the question in QA).
+(the original's `_check_is_max_context`, tests/reference/squad_features.py, computed for all windows at once). All
+functions take and return tensors, so they run inside the exported serving functions; `room` may differ per example
+(after the question in QA).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """export of the span-QA, tagger, multiple-choice and masked-LM kinds and the encoder's `mlm` sub-object: each
 from a tiny model (random weights, heads scaled up so that decisions are not float ties), reloaded from a copied
 directory in a fresh process that imports only tensorflow and tensorflow_text, compared with the library's own
-prediction path on the Keras model (SQuAD: convert_examples + postprocess; NER: encode + word_tags), and, for
+prediction path on the Keras model (SQuAD: window_features + postprocess; NER: encode + word_tags), and, for
 windows, with the original's window loop and max-context rule written out in plain Python."""
 
 import os
@@ -52,7 +52,7 @@ def _windows(n, room, stride):
 def test_windows_match_the_original_loop_and_max_context():
     import tensorflow as tf
 
-    from bert_tf.tasks.squad import _max_context
+    from tests.reference.squad_features import _max_context
     from bert_tf.tasks import windows
 
     rng = np.random.default_rng(0)
@@ -93,9 +93,9 @@ def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
     model = BertSpanQA(BertEncoder(_config()))
     _sharpen(model.head)
     tokenizer = FullTokenizer(vocab)
-    features = squad.convert_examples(examples, tokenizer, max_seq_length=48, doc_stride=12, max_query_length=12)
+    features, inputs = squad.window_features(examples, vocab, max_seq_length=48, doc_stride=12, max_query_length=12)
     assert len(features) > len(examples) + 5  # the long context is windowed
-    logits = model.predict(squad.feature_arrays(features), verbose=0)
+    logits = model.predict(inputs, verbose=0)
     _, _, _, odds = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"], tokenizer,
                                       version_2=True)
     threshold = float(np.median(list(odds.values()))) if version_2 else None  # some null answers, some not
@@ -119,7 +119,7 @@ def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
 
 def _reference_tags(model, tokenizer, words, tags, seq, stride):
     """Word tags with the original's windows and max-context rule, in plain Python (tags read at first pieces)."""
-    from bert_tf.tasks.squad import _max_context
+    from tests.reference.squad_features import _max_context
 
     pieces, first = [], []
     for word in words:

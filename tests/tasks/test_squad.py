@@ -68,8 +68,8 @@ def test_windows_max_context_and_the_answer_span(minilm_dir, tmp_path):
     path = _squad_file(tmp_path / "t.json", [{"context": context, "qas": [
         {"id": "q", "question": "When?", "answers": [{"text": "1856", "answer_start": start + 1}]}]}])
     examples, _ = squad.read_examples(path, True, False)
-    features = squad.convert_examples(examples, tokenizer, max_seq_length=48, doc_stride=20, max_query_length=8,
-                                      is_training=True)
+    features, _ = squad.window_features(examples, os.path.join(minilm_dir, "vocab.txt"), max_seq_length=48,
+                                        doc_stride=20, max_query_length=8, is_training=True)
     assert len(features) > 3
     assert all(len(f.input_word_ids) == 48 for f in features)
     # every context piece is the max-context token of exactly one window
@@ -192,3 +192,57 @@ def test_a_grid_without_answers_to_choose_by_is_refused(minilm_dir, tmp_path):
                   os.path.join(minilm_dir, "vocab.txt"), str(tmp_path / "out"), options, str(train),
                   str(tmp_path / "q.json"))
     assert not (tmp_path / "out" / "grid").exists()
+
+
+def _gate_data(context_words=60):
+    """Contexts of every kind the feature path must agree on: long (windowed, the answer near a window edge),
+    accented, CJK, odd whitespace (tabs, newlines, U+202F, U+00A0 inside a word), an answer inside punctuation,
+    a question with no answer and an empty context."""
+    words = [f"word{i}" for i in range(context_words)]
+    words[41] = "(1856-1943)."
+    long = " ".join(words)
+    paragraphs = [
+        (long, "When?", "1856", long.index("(1856") + 1),
+        (long, "Which word?", "word27 word28", long.index("word27")),
+        (long, "Which last?", f"word{context_words - 1}", long.index(f"word{context_words - 1}")),
+        ("Naïve café owners in 東京都 opened déjà vu bars in 1999.", "Where are the cafés?", "東京", None),
+        ("The  Normans\twere\n the people\u202fwho in the 10th\u00a0century gave their name to Normandy.",
+         "Who gave a name?", "Normans", None),
+        ("Nikola Tesla (1856-1943) was an inventor.", "Born?", "1856-1943", None),
+        ("Ünïcödé CAPS and ﬁ ligatures ß here.", "What?", "CAPS", None),
+        ("Some context without the answer.", "Impossible?", None, None),
+        ("", "Empty?", None, None),
+    ]
+    data = []
+    for i, (context, question, answer, start) in enumerate(paragraphs):
+        qa = {"id": str(i), "question": question, "answers": [], "is_impossible": answer is None}
+        if answer is not None:
+            qa["answers"] = [{"text": answer, "answer_start": context.index(answer) if start is None else start}]
+        data.append({"paragraphs": [{"context": context, "qas": [qa]}]})
+    return data
+
+
+@pytest.mark.parametrize("seq,stride,query", [(48, 20, 8), (32, 7, 6), (128, 128, 64)])
+def test_in_graph_features_equal_the_original_algorithm(minilm_dir, seq, stride, query):
+    from bert_tf.tokenization import FullTokenizer
+    from tests.reference.squad_features import convert_examples
+
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    tokenizer = FullTokenizer(vocab)
+    for is_training in (True, False):
+        examples = squad.parse_examples(_gate_data(), is_training, True, "gate")
+        want = convert_examples(examples, tokenizer, max_seq_length=seq, doc_stride=stride, max_query_length=query,
+                                is_training=is_training)
+        got, arrays = squad.window_features(examples, vocab, max_seq_length=seq, doc_stride=stride,
+                                            max_query_length=query, is_training=is_training, chunk=4)
+        assert len(got) == len(want) > len(examples)
+        for g, w in zip(got, want):
+            assert (g.example_index, g.input_word_ids, g.input_mask, g.input_type_ids) == \
+                   (w.example_index, w.input_word_ids, w.input_mask, w.input_type_ids)
+            assert (g.token_to_word, g.max_context) == (w.token_to_word, w.max_context)
+            assert (g.start_position, g.end_position) == (w.start_position, w.end_position)
+        assert arrays["input_word_ids"].tolist() == [w.input_word_ids for w in want]
+        if is_training:
+            assert arrays["start_logits"].tolist() == [w.start_position for w in want]
+            assert arrays["end_logits"].tolist() == [w.end_position for w in want]
+            assert sum(1 for w in want if w.start_position) >= 6  # the answers were found, not all [CLS]
