@@ -62,8 +62,7 @@ def span_features(tokenizer, cls_id: int, sep_id: int, question, context, *, seq
 
     # the word of every piece: the word of the character at the piece's first byte
     chars, char_bytes, char_word = _word_of_char(context)
-    base = tf.cumsum(tf.strings.length(context, unit="BYTE", ), exclusive=True)
-    base = tf.cast(base, tf.int64)
+    base = tf.cast(tf.cumsum(tf.strings.length(context), exclusive=True), tf.int64)  # each context's first byte
     char_global = char_bytes.flat_values + tf.gather(base, char_bytes.value_rowids())
     piece_global = piece_start.flat_values + tf.gather(base, piece_start.value_rowids())
     char_index = tf.searchsorted(char_global, piece_global, side="left", out_type=tf.int64)
@@ -77,6 +76,7 @@ def span_features(tokenizer, cls_id: int, sep_id: int, question, context, *, seq
 
     answer_start, answer_end = tf.cast(answer_start, tf.int64), tf.cast(answer_end, tf.int64)
     has_answer = answer_start >= 0
+
     def word_at(char):
         at = tf.clip_by_value(chars.row_splits[:-1] + char, 0, tf.maximum(tf.size(char_word, tf.int64) - 1, 0))
         return tf.gather(tf.concat([char_word, [0]], 0), at)
