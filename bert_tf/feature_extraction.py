@@ -51,6 +51,10 @@ class FeatureCombination(keras.layers.Layer):
         if combination.startswith("weighted_sum"):
             self.mix = ScalarMix(4 if combination.endswith("four") else num_layers, name="scalar_mix")
 
+    def build(self, input_shape=None):
+        if self.mix is not None:
+            self.mix.build()
+
     def call(self, outputs):
         layers = list(outputs["encoder_outputs"])
         if len(layers) != self.num_layers:
