@@ -1,4 +1,5 @@
-"""The paper's pretraining objectives (Table 5): "No NSP" trains masked LM alone, on records whose B always follows A."""
+"""The paper's pretraining objectives (Table 5): "No NSP" trains masked LM alone, on records whose B always
+follows A."""
 
 import dataclasses
 import os

@@ -81,7 +81,8 @@ class Classification(Family):
         """A fresh `BertClassifier` with the task's number of outputs (one score for regression)."""
         from bert_tf.models import BertClassifier, BertEncoder
 
-        return BertClassifier(BertEncoder(config, dtype=dtype), num_classes=self.num_outputs(task), dropout_rate=dropout_rate)
+        return BertClassifier(BertEncoder(config, dtype=dtype), num_classes=self.num_outputs(task),
+                              dropout_rate=dropout_rate)
 
     def features(self, examples, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> dict:
         return encode(examples, vocab_file, do_lower_case, max_seq_length)

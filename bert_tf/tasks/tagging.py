@@ -29,7 +29,8 @@ class Tagging(Family):
     def build_model(self, task, config, dropout_rate: float, dtype=None):
         from bert_tf.models import BertEncoder, BertTokenClassifier
 
-        return BertTokenClassifier(BertEncoder(config, dtype=dtype), num_classes=len(task.labels), dropout_rate=dropout_rate)
+        return BertTokenClassifier(BertEncoder(config, dtype=dtype), num_classes=len(task.labels),
+                                   dropout_rate=dropout_rate)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels, doc_stride=doc_stride)
