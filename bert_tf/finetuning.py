@@ -284,14 +284,11 @@ def _shown(value) -> str:
 def _write_state(output_dir: str, settings: dict, rows: list, best: str, main_metric: str) -> None:
     staging.write_json(os.path.join(output_dir, GRID_FILE), {"settings": settings, "finished": rows, "best": best,
                                                              "main_metric": main_metric})
-    metrics = sorted({key for row in rows for key in row} - {"cell", "steps", "seconds"}
-                     - {field.name for field in dataclasses.fields(Cell)})
-    header = ["cell", "train_batch_size", "learning_rate", "num_train_epochs", "seed", "steps", "seconds"] + \
-        [f"dev_{name}" for name in metrics] + ["best"]
-    lines = ["\t".join(header)]
+    columns = ["cell", *(field.name for field in dataclasses.fields(Cell)), "steps", "seconds"]
+    metrics = sorted({key for row in rows for key in row} - set(columns))
+    lines = ["\t".join(columns + [f"dev_{name}" for name in metrics] + ["best"])]
     for row in rows:
-        values = [row["cell"], row["train_batch_size"], row["learning_rate"], row["num_train_epochs"], row["seed"],
-                  row["steps"], row["seconds"]] + [row.get(name, "") for name in metrics]
+        values = [row[name] for name in columns] + [row.get(name, "") for name in metrics]
         lines.append("\t".join(map(str, values + ["*" if row["cell"] == best else ""])))
     write_lines(os.path.join(output_dir, GRID_RESULTS), lines)
 
