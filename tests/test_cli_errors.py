@@ -129,6 +129,8 @@ CASES = [
          "train.txt"),
     Case("ner-output-under-file", NER, TUNE + ["--data_dir={in}/ner", "--output_dir={out}/afile/run", "--do_train"],
          UNDER_FILE),
+    Case("ner-bad-stride", NER, TUNE + ["--data_dir={in}/ner", "--output_dir={out}/new", "--do_train",
+                                        "--max_seq_length=16", "--doc_stride=15"], "--doc_stride=15"),
     Case("ner-wrong-checkpoint", NER, MODEL + ["--data_dir={in}/ner", WRONG, "--output_dir={out}/new", "--do_train",
                                                "--max_seq_length=16"], SHAPE),
     # run_squad

@@ -1,6 +1,6 @@
 """Named-entity recognition on CoNLL-2003-style files (paper section 5.3, fine-tuning approach): a tag per word,
-predicted at the word's first word piece (or, with `label_all_subtokens`, trained on every piece), sentences
-longer than the model split into windows at word boundaries, entity-level precision/recall/F1.
+predicted at the word's first word piece (or, with `label_all_subtokens`, trained on every piece), entity-level
+precision/recall/F1. The features (windows of word pieces) are `bert_tf.tasks.tag_features`.
 
 Files: `train.txt`, `valid.txt`, `test.txt`, one `word ... tag` line per token (the tag in the last column, every
 line with the same number of columns), a blank line between sentences, `-DOCSTART-` lines ignored.
@@ -11,11 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import numpy as np
-
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Task, open_text
-from bert_tf.tokenization import pack_inputs
 
 FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 
@@ -105,63 +102,3 @@ def check_tags(sentences, tags, path):
             if tag not in known:
                 raise DataError(f"{path}:{sentence.line + offset}: tag {tag!r} does not occur in the training data "
                                 f"(tags: {', '.join(tags)})")
-
-
-def windows(sentences, tokenizer, max_seq_length: int):
-    """Each sentence as one or more windows of whole words whose pieces fit `max_seq_length - 2`:
-    (sentence index, first word, the words' pieces)."""
-    budget = max_seq_length - 2
-    out = []
-    for index, sentence in enumerate(sentences):
-        pieces = [tokenizer.tokenize(word) or ["[UNK]"] for word in sentence.words]
-        start, used, current = 0, 0, []
-        for word_index, word_pieces in enumerate(pieces):
-            word_pieces = word_pieces[:budget]
-            if current and used + len(word_pieces) > budget:
-                out.append((index, start, current))
-                start, used, current = word_index, 0, []
-            current.append(word_pieces)
-            used += len(word_pieces)
-        out.append((index, start, current))
-    return out
-
-
-def encode(sentences, tokenizer, tags, max_seq_length, label_all_subtokens=False):
-    """(inputs, tag ids [n, seq], weights [n, seq], windows): the tag of a word on its first piece (weight 1), the
-    other pieces weight 0 unless `label_all_subtokens` (then they carry the word's tag, B- turned into I-)."""
-    index = {tag: i for i, tag in enumerate(tags)}
-    spans = windows(sentences, tokenizer, max_seq_length)
-    n = len(spans)
-    ids = np.zeros((n, max_seq_length), np.int32)
-    mask = np.zeros((n, max_seq_length), np.int32)
-    labels = np.zeros((n, max_seq_length), np.int32)
-    weights = np.zeros((n, max_seq_length), np.float32)
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    for row, (sentence_index, first, words) in enumerate(spans):
-        sentence = sentences[sentence_index]
-        pieces, position = [], 1
-        for offset, word_pieces in enumerate(words):
-            tag = sentence.tags[first + offset] if sentence.tags else "O"
-            for k, piece_id in enumerate(tokenizer.convert_tokens_to_ids(word_pieces)):
-                pieces.append(piece_id)
-                if k == 0 or label_all_subtokens:
-                    inner = "I-" + tag[2:] if k and tag.startswith("B-") and ("I-" + tag[2:]) in index else tag
-                    labels[row, position] = index.get(inner, 0)
-                    weights[row, position] = 1.0
-                position += 1
-        packed = pack_inputs(pieces, None, max_seq_length, cls, sep)
-        ids[row], mask[row] = packed["input_word_ids"], packed["input_mask"]
-    inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
-    return inputs, labels, weights, spans
-
-
-def word_tags(logits, spans, sentences, tags):
-    """Per sentence, the predicted tag of every word (read at its first piece)."""
-    predicted = [["O"] * len(s.words) for s in sentences]
-    best = logits.argmax(-1)
-    for row, (sentence_index, first, words) in enumerate(spans):
-        position = 1
-        for offset, word_pieces in enumerate(words):
-            predicted[sentence_index][first + offset] = tags[int(best[row, position])]
-            position += len(word_pieces)
-    return predicted

@@ -1,8 +1,9 @@
 """The tagging family: one tag per word, as CoNLL-2003 NER (paper section 5.3's task).
 
-`run_ner` fine-tunes on windows of whole words (`bert_tf.tasks.ner`), each word's tag on its first piece; the
-exported `TaggerModule` splits words and windows in the graph (`bert_tf.tasks.windows`) and reads each word's
-tag from the window that gives it the most context.
+`run_ner` and the exported `TaggerModule` make their features with the same in-graph function
+(`bert_tf.tasks.tag_features`): windows of word pieces with a stride, each word's tag read at its first piece from
+the window that gives it the most context. `run_ner` takes the words of its files as they are; the export splits
+raw text into words with the model's tokenizer (whitespace, punctuation, CJK characters).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import os
 import tensorflow as tf
 
 from bert_tf import finetuning
+from bert_tf.models import INPUT_NAMES
 from bert_tf.serving import hold, string_spec, labels_asset
-from bert_tf.tasks import ner, task_info, windows
+from bert_tf.tasks import ner, tag_features, task_info, windows
 from bert_tf.tasks.base import DataError, Family
-from bert_tf.tokenization import pack_inputs_graph
 from bert_tf.training import write_lines, write_results
 
 
@@ -33,7 +34,8 @@ class Tagging(Family):
                                    dropout_rate=dropout_rate)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
-        module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels, doc_stride=doc_stride)
+        module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels,
+                              doc_stride=doc_stride or info.doc_stride)
         labels_asset(module, info.labels, scratch)
         return module
 
@@ -44,9 +46,22 @@ FAMILY = Tagging()
 @dataclasses.dataclass(frozen=True)
 class NerOptions(finetuning.FinetuneOptions):
     """`run_ner`'s settings: `label_all_subtokens` trains every word piece on its word's tag (default: the first
-    piece only, the others ignored, as the paper)."""
+    piece only, the others ignored, as the paper); `doc_stride` is the step between the windows of a sentence longer
+    than `max_seq_length - 2` pieces (default: half a window)."""
 
     label_all_subtokens: bool = False
+    doc_stride: int | None = None
+
+    def check(self, replicas: int, output_dir: str | None = None) -> None:
+        super().check(replicas, output_dir)
+        if self.doc_stride is not None and not 0 < self.doc_stride <= self.max_seq_length - 2:
+            raise ValueError(f"--doc_stride={self.doc_stride}: must be between 1 and --max_seq_length - 2 "
+                             f"({self.max_seq_length - 2})")
+
+    @property
+    def stride(self) -> int:
+        """The stride to train with."""
+        return self.doc_stride or tag_features.default_stride(self.max_seq_length)
 
 
 def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_dir: str | None, strategy=None,
@@ -54,19 +69,21 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     """Fine-tunes a token tagger on CoNLL-2003-style files; writes `eval_results.txt` (entity-level precision,
     recall, F1 on valid.txt) and `test_predictions.txt` (`word gold predicted` per line). Returns the figures."""
     from bert_tf.tasks import get_task
-    from bert_tf.tokenization import FullTokenizer
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
     task = get_task("conll2003")
-    tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
+    stride = options.stride
     if train is not None:
         tags = ner.tag_set(train)
-    elif task_info.read(output_dir) is not None:
-        tags = list(task_info.read(output_dir).labels)
+    elif (info := task_info.read(output_dir)) is not None:
+        tags = list(info.labels)
+        stride = options.doc_stride or info.doc_stride or stride
     else:
         raise DataError(f"{output_dir}: no fine-tuned tagger here (task.json); train one with --do_train")
+    encode = tag_features.SentenceEncoder(vocab_file, options.do_lower_case, tags, options.max_seq_length, stride,
+                                          options.label_all_subtokens)
     splits = {"dev": options.do_eval, "test": options.do_predict}
     data = {}
     for split, wanted in splits.items():
@@ -74,15 +91,14 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
             sentences = task.sentences(data_dir, split, tfds_name)
             where = f"{tfds_name}:{split}" if tfds_name else os.path.join(data_dir, ner.FILES[split])
             ner.check_tags([s for s in sentences if s.tags], tags, where)
-            data[split] = (sentences, ner.encode(sentences, tokenizer, tags, options.max_seq_length))
+            data[split] = (sentences, encode(sentences))
     os.makedirs(output_dir, exist_ok=True)
     results: dict = {}
 
     def predict(model, split):
-        sentences, (inputs, _, _, spans) = data[split]
+        encoded = data[split][1]
         batch_size = options.eval_batch_size if split == "dev" else options.predict_batch_size
-        logits = model.predict(inputs, batch_size=batch_size, verbose=0)["logits"]
-        return ner.word_tags(logits, spans, sentences, tags)
+        return encoded.word_tags(model.predict(encoded.inputs, batch_size=batch_size, verbose=0)["logits"], tags)
 
     def evaluate(model):
         return task.metrics(predict(model, "dev"), [s.tags for s in data["dev"][0]])
@@ -91,17 +107,16 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     build = lambda: FAMILY.build_model(tagged, config, options.dropout_rate, options.policy)  # noqa: E731
     grid = None
     if options.do_train:
-        inputs, labels, weights, _ = ner.encode(train, tokenizer, tags, options.max_seq_length,
-                                                options.label_all_subtokens)
+        encoded = encode(train)
         grid = finetuning.grid_search(
             options, output_dir,
-            lambda cell, directory: finetuning.fit(build, inputs, {"logits": labels}, options, cell, strategy,
-                                                   directory, sample_weights={"logits": weights}),
+            lambda cell, directory: finetuning.fit(build, encoded.inputs, {"logits": encoded.labels}, options, cell,
+                                                   strategy, directory, sample_weights={"logits": encoded.weights}),
             lambda m: evaluate(m) if options.do_eval else {}, "f1", build)
         results.update(grid.figures())
         model = grid.model
         finetuning.save(grid, tagged, config, vocab_file, output_dir, options,
-                        label_all_subtokens=options.label_all_subtokens)
+                        label_all_subtokens=options.label_all_subtokens, doc_stride=stride)
     else:
         model = finetuning.existing_model(output_dir, build, options)
     if options.do_eval:
@@ -132,26 +147,16 @@ class TaggerModule(tf.Module):
         hold(self, "model", model)
         self.preprocessor = preprocessor
         self.tag_names = tf.constant(list(tags))
-        self.doc_stride = doc_stride or max(1, (preprocessor.seq_length - 2) // 2)
+        self.doc_stride = doc_stride or tag_features.default_stride(preprocessor.seq_length)
         self.serve = tf.function(self._serve, input_signature=[string_spec("text")])
 
     def _serve(self, text):
         pre = self.preprocessor
-        seq = pre.seq_length
         ids, word_starts, word_ends, _, _ = pre.tokenizer.tokenize_words_with_offsets(text)
-        pieces = ids.merge_dims(1, 2)
-        example, first, length = windows.plan(pieces.row_lengths(), seq - 2, self.doc_stride)
-        inputs = pack_inputs_graph([windows.gather_windows(pieces, example, first, length)], seq, pre._cls,
-                                   pre._sep)
-        probabilities = tf.nn.softmax(self.model(inputs)["logits"][:, 1:, :], axis=-1)  # [W, seq - 1, tags]
-        width = seq - 2
-        owner = windows.max_context(example, first, length, width)
-        where = tf.where(owner)  # (window, position) pairs: exactly one per piece
-        piece = tf.gather_nd(windows.global_index(pieces, example, first, width), where)
-        per_piece = tf.scatter_nd(piece[:, None], tf.gather_nd(probabilities, where),
-                                  tf.stack([tf.size(pieces.flat_values, out_type=tf.int64),
-                                            tf.shape(probabilities, out_type=tf.int64)[-1]]))
-        word_probabilities = tf.gather(per_piece, ids.values.row_splits[:-1])  # first piece of every word
+        features = tag_features.tag_windows(ids, pre.seq_length, self.doc_stride, pre._cls, pre._sep)
+        probabilities = tf.nn.softmax(self.model({k: features[k] for k in INPUT_NAMES})["logits"], axis=-1)
+        word_probabilities = tf.gather_nd(probabilities, tf.stack([features["read_window"].flat_values,
+                                                                   features["read_position"].flat_values], axis=1))
         best = tf.argmax(word_probabilities, axis=-1)
         by_word = word_starts.with_flat_values
         byte_start, byte_end = word_starts.to_tensor(0), word_ends.to_tensor(0)

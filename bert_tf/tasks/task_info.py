@@ -38,7 +38,7 @@ class TaskInfo:
     global_step: int | None = None
     # classification: whether the model reads sentence pairs
     pairs: bool | None = None
-    # span QA: the windows and answer rules of run_squad
+    # span QA: the windows and answer rules of run_squad (doc_stride: tagging's windows too)
     doc_stride: int | None = None
     max_query_length: int | None = None
     max_answer_length: int | None = None

@@ -1,8 +1,8 @@
 """export of the span-QA, tagger, multiple-choice and masked-LM kinds and the encoder's `mlm` sub-object: each
 from a tiny model (random weights, heads scaled up so that decisions are not float ties), reloaded from a copied
 directory in a fresh process that imports only tensorflow and tensorflow_text, compared with the library's own
-prediction path on the Keras model (SQuAD: window_features + postprocess; NER: encode + word_tags), and, for
-windows, with the original's window loop and max-context rule written out in plain Python."""
+prediction path on the Keras model (SQuAD: window_features + postprocess; NER: run_ner's SentenceEncoder +
+word_tags), and, for windows, with the original's window loop and max-context rule written out in plain Python."""
 
 import os
 
@@ -142,7 +142,8 @@ def _reference_tags(model, tokenizer, words, tags, seq, stride):
 def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
     from bert_tf.tasks.tagging import NerOptions
     from bert_tf.models import BertEncoder, BertTokenClassifier
-    from bert_tf.tasks import get_task, ner
+    from bert_tf.tasks import get_task, ner, task_info
+    from bert_tf.tasks.tag_features import SentenceEncoder
     from bert_tf.tokenization import FullTokenizer
     from export.exporting import export
 
@@ -153,19 +154,20 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
     _sharpen(model.head)
     task = get_task("conll2003")
     directory = _model_dir(tmp_path, model, type(task)(**{**task.__dict__, "labels": tuple(tags)}),
-                           NerOptions(max_seq_length=24), vocab, {})
-    export("tagger", str(tmp_path / "tagger"), model_dir=str(directory), doc_stride=8)
+                           NerOptions(max_seq_length=24, doc_stride=8), vocab, {"doc_stride": 8})
+    assert task_info.read(str(directory)).doc_stride == 8
+    export("tagger", str(tmp_path / "tagger"), model_dir=str(directory))  # the stride comes from task.json
     served, copy = _load_elsewhere(tmp_path / "tagger", tmp_path, "serving_default", {"text": texts})
     tokenizer = FullTokenizer(vocab)
-    short = [ner.Sentence(t.split(), [], 0) for t in texts[:2]]
-    inputs, _, _, spans = ner.encode(short, tokenizer, tags, 24)
-    library = ner.word_tags(model.predict(inputs, verbose=0)["logits"], spans, short, tags)
+    sentences = [ner.Sentence(t.split(), [], 0) for t in texts]
+    encoded = SentenceEncoder(vocab, True, tags, 24, doc_stride=8)(sentences)  # run_ner's prediction path
+    library = encoded.word_tags(model.predict(encoded.inputs, verbose=0)["logits"], tags)
+    assert len(set(encoded.read[3][0])) > 10  # the long text spans many windows
     for row, text in enumerate(texts):
         count = served["num_words"][row]
         words = served["words"][row][:count]
         assert words == text.split()  # these texts split into words at spaces only
-        if row < 2:
-            assert served["tags"][row][:count] == library[row]
+        assert served["tags"][row][:count] == library[row]
         assert served["tags"][row][:count] == _reference_tags(model, tokenizer, words, tags, 24, 8)
         for word, start, end in zip(words, served["start"][row], served["end"][row]):
             assert text[start:end] == word

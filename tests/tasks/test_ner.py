@@ -1,11 +1,13 @@
-"""NER: entity-level scores against seqeval (the independent reference), CoNLL reading and its errors, windows
-for long sentences, and run_ner end to end on a small CoNLL-format corpus."""
+"""NER: entity-level scores against seqeval (the independent reference), CoNLL reading and its errors, the in-graph
+windows, labels and read positions of long sentences against a plain-Python reference, and run_ner end to end on a
+small CoNLL-format corpus."""
 
 import os
 import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from bert_tf.tasks import DataError, metrics, ner
@@ -44,19 +46,87 @@ def test_conll_reading_and_errors(tmp_path):
         ner.read_sentences(str(tmp_path / "bad.txt"))
 
 
-def test_long_sentences_are_split_into_windows_of_whole_words(minilm_dir):
+def _reference_windows(words, tags, tag_names, seq, stride, all_pieces):
+    """Plain-Python windows, labels, weights and read positions: the original run_squad's window loop and
+    max-context rule (tests/reference/squad_features.py) applied to a sentence's pieces, a word's tag on its first
+    piece (and, with `all_pieces`, on its other pieces as I-)."""
+    from tests.reference.squad_features import _max_context
+    from tests.tasks.test_export_tasks import _windows
+
+    index = {t: i for i, t in enumerate(tag_names)}
+    pieces, first, piece_label, piece_weight = [], [], [], []
+    for word, tag in zip(words, tags):
+        first.append(len(pieces))
+        for k, piece in enumerate(word):
+            pieces.append(piece)
+            inner = "I-" + tag[2:] if k and tag.startswith("B-") and "I-" + tag[2:] in index else tag
+            piece_label.append(index[inner] if k == 0 or all_pieces else 0)
+            piece_weight.append(1.0 if k == 0 or all_pieces else 0.0)
+    spans = _windows(len(pieces), seq - 2, stride)
+    ids = np.zeros((len(spans), seq), np.int64)
+    labels, weights = np.zeros((len(spans), seq), np.int64), np.zeros((len(spans), seq), np.float32)
+    for row, (start, length) in enumerate(spans):
+        ids[row, :length + 2] = [101] + pieces[start:start + length] + [102]
+        labels[row, 1:length + 1] = piece_label[start:start + length]
+        weights[row, 1:length + 1] = piece_weight[start:start + length]
+    read = []
+    for position in first:
+        row = next(i for i, (s, n) in enumerate(spans) if s <= position < s + n and _max_context(spans, i, position))
+        read.append((row, position - spans[row][0] + 1))
+    return ids, labels, weights, read
+
+
+@pytest.mark.parametrize("all_pieces", [False, True])
+def test_tag_windows_equal_the_plain_python_windows_labels_and_reads(all_pieces):
+    import tensorflow as tf
+
+    from bert_tf.tasks.tag_features import tag_windows
+
+    tag_names = ["O", "B-PER", "I-PER", "B-LOC"]  # B-LOC has no I-LOC: its later pieces keep B-LOC
+    inner = [0, 2, 2, 3]
+    rng = np.random.default_rng(0)
+    sentences = []
+    for n in (1, 3, 17, 30, 2):  # several windows for the longer ones, words cut at window edges
+        words = [list(rng.integers(1000, 2000, size=rng.integers(1, 5))) for _ in range(n)]
+        sentences.append((words, [tag_names[t] for t in rng.integers(0, 4, size=n)]))
+    seq, stride = 10, 3
+    pieces = tf.ragged.constant([[list(map(int, w)) for w in words] for words, _ in sentences], tf.int64,
+                                ragged_rank=2)
+    tags = tf.ragged.constant([[tag_names.index(t) for t in tags] for _, tags in sentences], tf.int64)
+    out = tag_windows(pieces, seq, stride, 101, 102, word_tags=tags, inner_tags=tf.constant(inner, tf.int64),
+                      label_all_subtokens=all_pieces)
+    offset = 0
+    for k, (words, tags_) in enumerate(sentences):
+        ids, labels, weights, read = _reference_windows(words, tags_, tag_names, seq, stride, all_pieces)
+        rows = np.flatnonzero(out["example"].numpy() == k)
+        assert list(rows) == list(range(offset, offset + len(ids)))
+        np.testing.assert_array_equal(out["input_word_ids"].numpy()[rows], ids)
+        np.testing.assert_array_equal(out["input_mask"].numpy()[rows], (ids > 0).astype(np.int32))
+        np.testing.assert_array_equal(out["labels"].numpy()[rows], labels)
+        np.testing.assert_array_equal(out["weights"].numpy()[rows], weights)
+        assert list(zip(out["read_window"][k].numpy() - offset, out["read_position"][k].numpy())) == read
+        offset += len(ids)
+    assert offset == len(out["example"]) and offset > len(sentences) + 4
+
+
+def test_sentence_encoder_tokenizes_words_as_the_tokenizer_does(minilm_dir):
+    from bert_tf.tasks.tag_features import SentenceEncoder
     from bert_tf.tokenization import FullTokenizer
 
-    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"))
-    words = [f"token{i}" for i in range(40)]  # several pieces each
-    sentence = ner.Sentence(words, ["B-PER"] + ["O"] * 39, 1)
-    inputs, labels, weights, spans = ner.encode([sentence], tokenizer, ["O", "B-PER"], max_seq_length=16)
-    assert len(spans) > 3 and sum(len(w) for _, _, w in spans) == 40
-    assert [first for _, first, _ in spans] == sorted(first for _, first, _ in spans)
-    assert (inputs["input_mask"].sum(1) <= 16).all() and weights.sum() == 40  # one weighted piece per word
-    assert labels[0, 1] == 1 and weights[0, 1] == 1  # the first word's first piece carries B-PER
-    _, all_labels, all_weights, _ = ner.encode([sentence], tokenizer, ["O", "B-PER"], 16, label_all_subtokens=True)
-    assert all_weights.sum() == sum(len(tokenizer.tokenize(w)) for w in words)
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    tokenizer = FullTokenizer(vocab)
+    words = [f"token{i}" for i in range(40)] + ["U.S.", "\u200b", "Zoë"]  # several pieces; none; accents
+    sentence = ner.Sentence(words, ["B-PER"] + ["O"] * (len(words) - 1), 1)
+    encoded = SentenceEncoder(vocab, True, ["O", "B-PER"], 16, doc_stride=5)([sentence, sentence])
+    pieces = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w) or ["[UNK]"]) for w in words]
+    flat = [p for word in pieces for p in word]
+    windows, positions = encoded.read[1]
+    ids = encoded.inputs["input_word_ids"]
+    assert len(set(windows)) > 5 and min(windows) >= len(ids) // 2  # the second sentence's windows
+    assert [ids[w, p] for w, p in zip(windows, positions)] == [word[0] for word in pieces]
+    first = np.flatnonzero(encoded.weights[0])  # window 0 starts at the first piece: its words' first pieces
+    assert encoded.labels[0, 1] == 1 and list(ids[0, first]) == [word[0] for word in pieces][:len(first)]
+    assert list(ids[0, 1:15]) == flat[:14] and encoded.labels[0, 2:].sum() == 0
 
 
 def _corpus(directory, seed):
