@@ -115,6 +115,9 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
+    # True: each position attends to itself and the positions before it only (the paper's "LTR" ablation, Table 5),
+    # and the pooled output reads the last real token. Written to bert_config.json only when True.
+    causal_attention: bool = False
 
     def __post_init__(self):
         def need(cond, field, value, why):
@@ -134,6 +137,8 @@ class BertConfig:
             need(isinstance(value, (int, float)) and 0.0 <= value < 1.0, name, value, "must be in [0, 1)")
         need(self.initializer_range > 0, "initializer_range", self.initializer_range, "must be > 0")
         need(self.layer_norm_eps > 0, "layer_norm_eps", self.layer_norm_eps, "must be > 0")
+        need(isinstance(self.causal_attention, bool), "causal_attention", self.causal_attention,
+             "must be true or false")
 
     # ----------------------------------------------------------------------------------------------- presets
     @classmethod
@@ -256,11 +261,17 @@ class BertConfig:
         """The dict the original code reads: its `gelu` is our `gelu_tanh`."""
         out = self.to_dict()
         out["hidden_act"] = {"gelu_tanh": "gelu", "gelu": "gelu_exact"}.get(self.hidden_act, self.hidden_act)
+        if not self.causal_attention:  # the released models' files, key for key
+            del out["causal_attention"]
         return out
 
     def to_hf_dict(self, architecture: str = "BertModel") -> dict[str, Any]:
         """The dict HF transformers' `BertConfig` reads: its `gelu` is our `gelu`, its `gelu_new` our `gelu_tanh`."""
+        if self.causal_attention:
+            raise ConfigError("causal_attention=True (a left-to-right model): HF's BertModel would read it as a "
+                              "bidirectional encoder; keep it in this package's or the original format")
         out = self.to_dict()
+        del out["causal_attention"]
         out["hidden_act"] = {"gelu_tanh": "gelu_new"}.get(self.hidden_act, self.hidden_act)
         out.update(model_type="bert", architectures=[architecture], position_embedding_type="absolute")
         return out

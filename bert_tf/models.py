@@ -13,7 +13,7 @@ import tensorflow as tf
 from bert_tf import losses
 from bert_tf.config import BertConfig
 from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
-                            MaskedLMHead, padding_bias)
+                            MaskedLMHead, causal_bias, padding_bias)
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -41,7 +41,9 @@ class BertEncoder(keras.Model):
     `embedding_output` [batch, seq, H], the embeddings after their LayerNorm (and dropout, in training): the
     original's `get_embedding_output()`, layer 0 of the feature-based approach.
 
-    The padding bias for attention is computed once per batch and shared by all blocks. Sub-layers are public
+    The padding bias for attention is computed once per batch and shared by all blocks. With the config's
+    `causal_attention` each position attends only to itself and the positions before it, and `pooled_output` reads
+    the last real token (the paper's left-to-right ablation). Sub-layers are public
     (`embeddings`, `transformer_layers`, `pooler`) because checkpoint loaders and the task heads address them.
 
     Args:
@@ -59,7 +61,7 @@ class BertEncoder(keras.Model):
                                     initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
                                     dropout_rate=config.hidden_dropout_prob, dtype=policy, name="embeddings")
         x = embedded = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
-        bias = padding_bias(inputs["input_mask"])
+        bias = (causal_bias if config.causal_attention else padding_bias)(inputs["input_mask"])
         blocks, layer_outputs = [], []
         for i in range(config.num_hidden_layers):
             block = BertTransformerBlock(hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
@@ -71,9 +73,10 @@ class BertEncoder(keras.Model):
             x = block(x, bias)
             blocks.append(block)
             layer_outputs.append(x)
-        pooler = BertPooler(hidden_size=config.hidden_size, initializer_range=config.initializer_range, dtype=policy,
-                            name="pooler")
-        outputs = {"sequence_output": x, "pooled_output": pooler(x), "encoder_outputs": layer_outputs,
+        pooler = BertPooler(hidden_size=config.hidden_size, initializer_range=config.initializer_range,
+                            last_token=config.causal_attention, dtype=policy, name="pooler")
+        pooled = pooler(x, inputs["input_mask"]) if config.causal_attention else pooler(x)
+        outputs = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": layer_outputs,
                    "embedding_output": embedded}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self.bert_config = config
@@ -201,88 +204,110 @@ class _TaskModel(keras.Model):
         return cls(**config)
 
 
+# The paper's Table 5 objectives, by the names `run_pretraining --objective` takes.
+OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertPretrainer(_TaskModel):
-    """BERT with its pretraining heads: masked LM at `masked_lm_positions` and, unless `next_sentence=False` (the
-    paper's "No NSP" ablation, section 5.1), next-sentence prediction.
+    """BERT with its pretraining heads, for one of the paper's Table 5 objectives (section 5.1):
 
-    Inputs: the encoder inputs plus `masked_lm_positions` (int32 [batch, max_predictions_per_seq]). Outputs:
-    `mlm_logits` float32 [batch, max_predictions, vocab] (decoder tied to the word embeddings) and `nsp_logits`
-    float32 [batch, 2] (index 1 = "B is a random sentence", as in the original records).
+    - `mlm_nsp` (the paper's BERT): masked LM at `masked_lm_positions` and next-sentence prediction;
+    - `mlm` ("No NSP"): masked LM alone, no next-sentence head, output, loss or metric;
+    - `ltr` ("LTR & No NSP"): a left-to-right LM on an encoder with `causal_attention`: every position predicts the
+      next token, with no masking and no next-sentence prediction.
+
+    Inputs: the encoder inputs, plus `masked_lm_positions` (int32 [batch, max_predictions_per_seq]) for the masked
+    LM. Outputs: `mlm_logits` float32 [batch, max_predictions, vocab] (decoder tied to the word embeddings),
+    `nsp_logits` float32 [batch, 2] (index 1 = "B is a random sentence", as in the original records) with NSP; for
+    `ltr`, `lm_logits` float32 [batch, seq, vocab] (position t predicts token t + 1), from the same head
+    (`cls/predictions` in checkpoints).
 
     Training: compiled without a loss (`model.compile(optimizer)`), it trains on the labels that
     `bert_tf.pretraining.pretraining_dataset` yields, `masked_lm_ids`, `masked_lm_weights` and
-    `next_sentence_labels`, with the original's loss: the masked-LM cross-entropy summed with the positions'
-    weights, over the weights' sum + 1e-5, plus the mean next-sentence cross-entropy; the same for any number of
-    replicas (see `bert_tf.losses`). It reports `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy`
-    and `next_sentence_loss` (the original's eval names). Compiled with a loss, Keras's usual per-output losses
-    apply instead. Without next-sentence prediction there is no NSP head, output, loss or metric: the loss is the
-    masked-LM loss alone, and `next_sentence_labels` are not needed.
+    `next_sentence_labels` (`lm_ids`, `lm_weights` for `ltr`), with the original's loss: the LM cross-entropy summed
+    with the positions' weights, over the weights' sum + 1e-5, plus the mean next-sentence cross-entropy; the same
+    for any number of replicas (see `bert_tf.losses`). It reports `masked_lm_accuracy`, `masked_lm_loss`,
+    `next_sentence_accuracy` and `next_sentence_loss` (the original's eval names; `lm_accuracy`, `lm_loss` for
+    `ltr`). Compiled with a loss, Keras's usual per-output losses apply instead.
 
     Args:
-      encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one).
-      next_sentence: whether to add the next-sentence head and loss (the paper's BERT); False: masked LM only.
+      encoder: a `BertEncoder` (or a `BertConfig` to build a fresh one); causal for `ltr`, bidirectional otherwise.
+      objective: one of `OBJECTIVES`.
     """
 
-    LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-    _head_args = ("next_sentence",)
+    LABELS = {"mlm_nsp": ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels"),
+              "mlm": ("masked_lm_ids", "masked_lm_weights"), "ltr": ("lm_ids", "lm_weights")}
+    _head_args = ("objective",)
 
-    def __init__(self, encoder, next_sentence=True, name="bert_pretrainer", **kwargs):
+    def __init__(self, encoder, objective="mlm_nsp", name="bert_pretrainer", **kwargs):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective={objective!r}: expected one of {', '.join(OBJECTIVES)}")
         encoder = _as_encoder(encoder)
         cfg = encoder.bert_config
+        if cfg.causal_attention != (objective == "ltr"):
+            raise ValueError(f"objective={objective!r} needs an encoder with causal_attention="
+                             f"{objective == 'ltr'} (BertConfig(..., causal_attention={objective == 'ltr'}))")
         policy = encoder.dtype_policy
         inputs = encoder_inputs()
-        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        if objective != "ltr":
+            inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         outputs = encoder({k: inputs[k] for k in INPUT_NAMES})
         mlm = MaskedLMHead(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, activation=cfg.hidden_act,
                            initializer_range=cfg.initializer_range, layer_norm_eps=cfg.layer_norm_eps, dtype=policy,
                            name="predictions")
-        heads = {"mlm_logits": mlm(outputs["sequence_output"], inputs["masked_lm_positions"],
-                                   encoder.embeddings.word_embeddings)}
+        prefix = "lm" if objective == "ltr" else "mlm"
+        heads = {f"{prefix}_logits": mlm(outputs["sequence_output"], inputs.get("masked_lm_positions"),
+                                         encoder.embeddings.word_embeddings)}
         nsp = None
-        if next_sentence:
+        if objective == "mlm_nsp":
             nsp = ClassificationHead(num_outputs=2, dropout_rate=0.0, initializer_range=cfg.initializer_range,
                                      dtype=policy, name="seq_relationship")
             heads["nsp_logits"] = nsp(outputs["pooled_output"])
         super().__init__(inputs=inputs, outputs=heads, name=name, **kwargs)
-        self._finish(encoder, next_sentence=bool(next_sentence))
+        self._finish(encoder, objective=objective)
         self.masked_lm = mlm
         self.next_sentence_head = nsp
-        self.masked_lm_accuracy = keras.metrics.SparseCategoricalAccuracy("masked_lm_accuracy")
-        self.masked_lm_loss = keras.metrics.Mean("masked_lm_loss")
-        if next_sentence:
+        metric = "lm" if objective == "ltr" else "masked_lm"
+        self.lm_accuracy = keras.metrics.SparseCategoricalAccuracy(f"{metric}_accuracy")
+        self.lm_loss = keras.metrics.Mean(f"{metric}_loss")
+        if nsp is not None:
             self.next_sentence_accuracy = keras.metrics.SparseCategoricalAccuracy("next_sentence_accuracy")
             self.next_sentence_loss = keras.metrics.Mean("next_sentence_loss")
 
     @property
-    def objective(self) -> str:
-        """`mlm_nsp` (the paper's BERT) or `mlm` (No NSP): what `run_pretraining --objective` names."""
-        return "mlm_nsp" if self.next_sentence else "mlm"
+    def next_sentence(self) -> bool:
+        return self.objective == "mlm_nsp"
+
+    def _lm_labels(self, y):
+        """(ids, float32 weights) of the LM loss."""
+        ids, weights = self.LABELS[self.objective][:2]
+        return y[ids], tf.cast(y[weights], tf.float32)
 
     def _loss_denominators(self, y):
         if self.loss is not None:
             return None
         # The original divides the weighted sum by the weights' sum + 1e-5 (a batch without masks gives 0, not NaN).
-        masked = losses.replica_sum(tf.reduce_sum(tf.cast(y["masked_lm_weights"], tf.float32))) + 1e-5
-        if not self.next_sentence:
-            return {"masked_lm": masked}
-        return {"masked_lm": masked,
-                "next_sentence": losses.replica_sum(tf.cast(tf.size(y["next_sentence_labels"]), tf.float32))}
+        counts = {"lm": losses.replica_sum(tf.reduce_sum(self._lm_labels(y)[1])) + 1e-5}
+        if self.next_sentence:
+            counts["next_sentence"] = losses.replica_sum(tf.cast(tf.size(y["next_sentence_labels"]), tf.float32))
+        return counts
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if self.loss is not None:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        labels = self.LABELS if self.next_sentence else self.LABELS[:2]
+        labels = self.LABELS[self.objective]
         if not isinstance(y, dict) or any(key not in y for key in labels):
             got = sorted(y) if isinstance(y, dict) else type(y).__name__
             raise ValueError(f"BertPretrainer compiled without a loss trains on labels {list(labels)} (what "
                              f"bert_tf.pretraining.pretraining_dataset yields); got {got}")
-        mlm_ids, mlm_weights = y["masked_lm_ids"], tf.cast(y["masked_lm_weights"], tf.float32)
+        ids, weights = self._lm_labels(y)
         counts = self._denominators or self._loss_denominators(y)
-        mlm_ce = losses.sparse_cross_entropy(mlm_ids, y_pred["mlm_logits"])
-        self.masked_lm_loss.update_state(mlm_ce, mlm_weights)
-        self.masked_lm_accuracy.update_state(mlm_ids, y_pred["mlm_logits"], mlm_weights)
-        loss = losses.weighted_share(mlm_ce, mlm_weights, counts["masked_lm"])
+        logits = y_pred["lm_logits" if self.objective == "ltr" else "mlm_logits"]
+        ce = losses.sparse_cross_entropy(ids, logits)
+        self.lm_loss.update_state(ce, weights)
+        self.lm_accuracy.update_state(ids, logits, weights)
+        loss = losses.weighted_share(ce, weights, counts["lm"])
         if self.next_sentence:
             nsp_labels = tf.reshape(y["next_sentence_labels"], [-1])
             nsp_ce = losses.sparse_cross_entropy(nsp_labels, y_pred["nsp_logits"])
@@ -292,6 +317,13 @@ class BertPretrainer(_TaskModel):
         if self.losses:  # regularization, if a user adds any: Keras's own scaling for replicas
             loss += self._aggregate_additional_loss(keras.ops.sum(self.losses))
         return loss
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "next_sentence" in config:  # saved before the objectives had names
+            config["objective"] = "mlm_nsp" if config.pop("next_sentence") else "mlm"
+        return super().from_config(config)
 
 
 class _LabelModel(_TaskModel):

@@ -3,7 +3,8 @@ data's metadata.
 
 `pretraining_dataset` yields `(inputs, labels)` batches for `BertPretrainer`: inputs `input_word_ids`,
 `input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`, `masked_lm_weights`,
-`next_sentence_labels`. Before any step runs, `check_records` compares the flags with the `metadata.json` that
+`next_sentence_labels`. For the left-to-right objective it puts the masked tokens back (the records keep every
+original piece at its masked position) and yields the text itself with next-token labels `lm_ids`, `lm_weights`. Before any step runs, `check_records` compares the flags with the `metadata.json` that
 `data_gen` writes beside the shards (sequence length, predictions per sequence, vocabulary hash) and, for records
 without metadata (the original generator's), with the lengths in the first record, so a mismatch is one clear
 error instead of a shape failure deep inside TensorFlow.
@@ -92,9 +93,10 @@ def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
 
 
 def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int,
-                  vocab_file: str | None = None, next_sentence: bool = False) -> dict | None:
-    """Refuses records that were generated with other lengths (or another vocabulary) than the flags, and, for a
-    `next_sentence` objective, records whose B is never a random sentence (nothing for the NSP head to learn).
+                  vocab_file: str | None = None, objective: str = "mlm") -> dict | None:
+    """Refuses records that were generated with other lengths (or another vocabulary) than the flags; for the
+    `mlm_nsp` objective, records whose B is never a random sentence (nothing for the NSP head to learn); for `ltr`,
+    records whose B may be a random sentence (a left-to-right LM would learn to read across that seam).
 
     Returns the metadata, if any. Checks the first record's lengths too, which also covers records without metadata.
     """
@@ -107,7 +109,7 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             if key in flags and flags[key] != value:
                 raise DataError(f"{path}: the records were generated with --{key}={flags[key]}, but training was "
                                 f"given --{key}={value}; pass --{key}={flags[key]} or regenerate the data")
-        if next_sentence and flags.get("random_next_sentence") is False:
+        if objective == "mlm_nsp" and flags.get("random_next_sentence") is False:
             raise DataError(f"{path}: the records were generated with --random_next_sentence=false (B always "
                             "follows A), which leaves next-sentence prediction nothing to learn; pretrain them with "
                             "--objective=mlm, or regenerate them without that flag")
@@ -116,6 +118,10 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 raise DataError(f"{path}: the records were made with another vocabulary than --vocab_file="
                                 f"{vocab_file} (sha256 differs); train with the generator's vocabulary "
                                 f"{metadata.get('vocab_file')} or regenerate the data")
+    if objective == "ltr" and (not found or found[1].get("flags", {}).get("random_next_sentence") is not False):
+        where = found[0] if found else f"{files[0]}: records without metadata.json (the original generator's)"
+        raise DataError(f"{where}: the records may pair A with a random B, which a left-to-right LM would learn to "
+                        "read across; regenerate them with create_pretraining_data --random_next_sentence=false")
     actual = _first_record_lengths(files[0], compression_of(files[0]))
     for key, value in expected.items():
         if actual[key] != value:
@@ -208,7 +214,7 @@ def _naming_damaged_files(files: list[str]):
     raise DataError(damage_message(damaged))
 
 
-def _parse(max_seq_length: int, max_predictions_per_seq: int):
+def _parse(max_seq_length: int, max_predictions_per_seq: int, objective: str = "mlm_nsp"):
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
     def parse(serialized):
@@ -218,15 +224,33 @@ def _parse(max_seq_length: int, max_predictions_per_seq: int):
                   "input_type_ids": i32("segment_ids"), "masked_lm_positions": i32("masked_lm_positions")}
         labels = {"masked_lm_ids": i32("masked_lm_ids"), "masked_lm_weights": f["masked_lm_weights"],
                   "next_sentence_labels": i32("next_sentence_labels")[:, 0]}
+        if objective == "ltr":
+            return _left_to_right(inputs, labels)
         return inputs, labels
 
     return parse
 
 
+def _left_to_right(inputs, labels):
+    """A masked-LM batch -> the left-to-right LM's: the original pieces back at the masked positions (a position
+    with weight 0 is padding of the predictions list, not a masked token), and as labels each position's next
+    piece, weighted where that piece is real."""
+    ids, mask = inputs["input_word_ids"], inputs["input_mask"]
+    masked = tf.one_hot(inputs["masked_lm_positions"], tf.shape(ids)[1], dtype=tf.int32) * \
+        tf.cast(labels["masked_lm_weights"] > 0, tf.int32)[:, :, None]  # [batch, predictions, seq]
+    original = tf.reduce_sum(masked * labels["masked_lm_ids"][:, :, None], axis=1)
+    ids = tf.where(tf.reduce_sum(masked, axis=1) > 0, original, ids)
+    following = lambda t: tf.pad(t[:, 1:], [[0, 0], [0, 1]])  # noqa: E731
+    return ({"input_word_ids": ids, "input_mask": mask, "input_type_ids": inputs["input_type_ids"]},
+            {"lm_ids": following(ids), "lm_weights": tf.cast(following(mask), tf.float32)})
+
+
 def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int, batch_size: int, *,
                         is_training: bool = True, input_context: tf.distribute.InputContext | None = None,
-                        seed: int | None = None, shuffle_buffer: int = 1000, cycle_length: int = 8):
-    """Batches of `(inputs, labels)` from TFRecord files of the original schema (plain or gzip).
+                        seed: int | None = None, shuffle_buffer: int = 1000, cycle_length: int = 8,
+                        objective: str = "mlm_nsp"):
+    """Batches of `(inputs, labels)` from TFRecord files of the original schema (plain or gzip), for `objective`
+    (`ltr`: the text with next-token labels, see the module docstring).
 
     `batch_size` is per input pipeline: the global batch divided by the replicas when called from
     `strategy.distribute_datasets_from_function` (pass its `input_context`), which also shards the input: by file
@@ -259,15 +283,18 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
-    dataset = dataset.map(_parse(max_seq_length, max_predictions_per_seq), num_parallel_calls=tf.data.AUTOTUNE,
+    dataset = dataset.map(_parse(max_seq_length, max_predictions_per_seq, objective),
+                          num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 # ------------------------------------------------------------------------------------------- the whole run
-# The paper's Table 5 objectives: masked LM + next-sentence prediction (BERT), masked LM alone ("No NSP").
+# The paper's Table 5 objectives (bert_tf.models.OBJECTIVES), as `run_pretraining --objective` describes them.
 OBJECTIVES = {"mlm_nsp": "masked LM and next-sentence prediction (the paper's BERT)",
-              "mlm": "masked LM only, no next-sentence head or loss (the paper's No NSP ablation)"}
+              "mlm": "masked LM only, no next-sentence head or loss (the paper's No NSP ablation)",
+              "ltr": "left-to-right LM on a causal encoder, no masking, no next-sentence prediction (the paper's "
+                     "LTR & No NSP ablation)"}
 EXPORT_DIR = "bert_model"  # bert_config.json + bert_model.ckpt (original names) [+ vocab.txt] after training
 
 
@@ -329,13 +356,25 @@ def checkpoint_step(path: str) -> int | None:
     return None
 
 
+def objective_config(config, objective: str):
+    """`config` with the attention `objective` needs: causal for `ltr` (set here, so a bert_config.json of a
+    bidirectional model serves); a causal config for a masked-LM objective is refused (each position would be
+    predicted from its left context only, without the token that is masked)."""
+    if objective == "ltr":
+        return dataclasses.replace(config, causal_attention=True)
+    if config.causal_attention:
+        raise ValueError(f"--objective={objective}: the config has causal_attention=true (a left-to-right model); "
+                         "pretrain it with --objective=ltr, or use a config without causal_attention")
+    return config
+
+
 def build_pretrainer(config, options: PretrainingOptions):
     """A compiled `BertPretrainer` with the paper's optimizer; call under `strategy.scope()`."""
     from bert_tf.models import BertEncoder, BertPretrainer
     from bert_tf.optimization import create_optimizer
 
-    model = BertPretrainer(BertEncoder(config, dtype=DTYPES[options.dtype]),
-                           next_sentence=options.objective == "mlm_nsp")
+    model = BertPretrainer(BertEncoder(objective_config(config, options.objective), dtype=DTYPES[options.dtype]),
+                           objective=options.objective)
     model.gradient_accumulation_steps = options.gradient_accumulation_steps
     model.compile(optimizer=create_optimizer(options.learning_rate, options.num_train_steps,
                                              options.num_warmup_steps, optimizer=options.optimizer,
@@ -363,7 +402,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
     options.check(strategy.num_replicas_in_sync)
     files = expand_files(input_file)
     check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file,
-                  next_sentence=options.objective == "mlm_nsp")
+                  objective=options.objective)
+    config = objective_config(config, options.objective)
     tf.io.gfile.makedirs(output_dir)
     keras.utils.set_random_seed(options.random_seed)
     with strategy.scope():
@@ -373,7 +413,7 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
         def dataset_fn(context):
             return pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                        context.get_per_replica_batch_size(options.train_batch_size),
-                                       input_context=context, seed=options.random_seed)
+                                       input_context=context, seed=options.random_seed, objective=options.objective)
 
         with _naming_damaged_files(files):
             logs = training.train(model, strategy, dataset_fn, output_dir, num_train_steps=options.num_train_steps,
@@ -399,7 +439,7 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
         results["step"] = 0  # fresh weights
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
-                                      options.eval_batch_size, is_training=False)
+                                      options.eval_batch_size, is_training=False, objective=options.objective)
         with _naming_damaged_files(files):
             scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
         step = results["train"]["step"] if "train" in results else results["step"]

@@ -185,8 +185,9 @@ def _check_config(path: str, config: str | None, output_dir: str) -> None:
     if saved is None or config is None:
         return
     current = json.loads(config)
-    for values in (saved, current):
+    for values in (saved, current):  # keys that checkpoints written before them lack, at their meaning then
         values.setdefault("objective", "mlm_nsp")
+        values.setdefault("causal_attention", False)
     differ = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} here" for key in sorted(set(saved) | set(current))
               if saved.get(key) != current.get(key)]
     if differ:

@@ -36,8 +36,10 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation batches.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
-flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm"], "mlm_nsp: masked LM and next-sentence prediction "
-                  "(the paper's BERT); mlm: masked LM only, no next-sentence head or loss (the paper's No NSP).")
+flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm", "ltr"], "mlm_nsp: masked LM and next-sentence "
+                  "prediction (the paper's BERT); mlm: masked LM only, no next-sentence head or loss (No NSP); ltr: "
+                  "left-to-right LM with a causal mask, no masking, no NSP (LTR & No NSP; records made with "
+                  "create_pretraining_data --random_next_sentence=false).")
 flags.DEFINE_bool("deterministic", False, "Make TensorFlow ops deterministic (bit-identical reruns; slower).")
 define_optimizer_flags()
 define_precision_flags("fp32")

@@ -1,4 +1,5 @@
-"""Bidirectional multi-head self-attention with BERT's sub-layer names (`attention/self`, `attention/output`)."""
+"""Multi-head self-attention with BERT's sub-layer names (`attention/self`, `attention/output`): bidirectional,
+or left-to-right with `causal_bias`."""
 
 import keras
 from keras import ops
@@ -53,7 +54,8 @@ class BertSelfAttention(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
 
     def call(self, hidden_states, attention_bias=None, training=None):
-        """`attention_bias` is [batch, 1, 1, seq] float32: 0 for real keys, -10000 for padding (see `padding_bias`)."""
+        """`attention_bias` float32 [batch, 1, 1, seq] or [batch, 1, seq, seq]: 0 for keys a query may see, -10000
+        for the others (`padding_bias`, `causal_bias`)."""
         q = self._split_heads(self.query(hidden_states))
         k = self._split_heads(self.key(hidden_states))
         v = self._split_heads(self.value(hidden_states))
@@ -82,3 +84,11 @@ def padding_bias(input_mask):
     """[batch, seq] 1/0 mask -> [batch, 1, 1, seq] float32 additive bias, computed once per batch for all layers."""
     mask = ops.cast(input_mask, "float32")
     return ((1.0 - mask) * -10000.0)[:, None, None, :]
+
+
+def causal_bias(input_mask):
+    """`padding_bias` plus -10000 wherever a key comes after its query: [batch, 1, seq, seq] float32. A future key's
+    probability is then exactly 0 in float32, so an output never depends on the tokens after it."""
+    position = ops.cumsum(ops.ones_like(input_mask, dtype="int32"), axis=1)  # [batch, seq] (symbolic-safe)
+    later = ops.cast(position[:, None, None, :] > position[:, None, :, None], "float32")  # [batch, 1, query, key]
+    return padding_bias(input_mask) + later * -10000.0

@@ -14,12 +14,15 @@ class BertPooler(keras.layers.Layer):
     Args:
       hidden_size: model width H.
       initializer_range: stddev of the truncated-normal initializer.
+      last_token: read the last real token instead (call with the input mask): in a left-to-right (causal) encoder
+        the first token sees only itself and the last one sees the whole input, the token OpenAI GPT classifies from.
     """
 
-    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, initializer_range=0.02, last_token=False, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
+        self.last_token = last_token
         self.dense = keras.layers.Dense(hidden_size, activation="tanh",
                                         kernel_initializer=initializer(initializer_range), dtype=self.dtype_policy,
                                         name="dense")
@@ -28,21 +31,26 @@ class BertPooler(keras.layers.Layer):
         self.dense.build((None, self.hidden_size))
         self.built = True
 
-    def call(self, sequence_output):
-        return self.dense(sequence_output[:, 0, :])
+    def call(self, sequence_output, input_mask=None):
+        if not self.last_token:
+            return self.dense(sequence_output[:, 0, :])
+        last = ops.maximum(ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1, 0)
+        return self.dense(tf.gather(sequence_output, last, batch_dims=1))
 
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.hidden_size)
+    def compute_output_shape(self, sequence_output_shape, input_mask_shape=None):
+        return (sequence_output_shape[0], self.hidden_size)
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
+        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range,
+                      last_token=self.last_token)
         return config
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MaskedLMHead(keras.layers.Layer):
-    """Predicts the original word pieces at the masked positions only (`cls/predictions` of the original).
+    """Predicts the original word pieces at the masked positions only (`cls/predictions` of the original), or, with
+    `masked_lm_positions=None`, a word piece at every position (the left-to-right LM's next-token head).
 
     Gathers the hidden states at `masked_lm_positions` first, so the transform and the vocabulary-sized decoder run on
     [batch, max_predictions] rather than on every position. Transform: dense H, activation, LayerNorm; decoder: the
@@ -76,7 +84,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
         # one batched gather (Keras's take_along_axis broadcasts the indices to [batch, predictions, H] first)
-        picked = tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32), batch_dims=1)
+        picked = sequence_output if masked_lm_positions is None else \
+            tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32), batch_dims=1)
         h = self.layer_norm(self.activation_fn(self.transform(picked)))
         # a 2-D matmul against the table as stored: no [H, vocab] transposed copy of the table in either pass
         logits = tf.matmul(tf.reshape(h, (-1, self.hidden_size)), tf.cast(embedding_table, h.dtype), transpose_b=True)
@@ -84,7 +93,8 @@ class MaskedLMHead(keras.layers.Layer):
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def compute_output_spec(self, sequence_output, masked_lm_positions, embedding_table):
-        return keras.KerasTensor(tuple(masked_lm_positions.shape) + (self.vocab_size,), dtype="float32")
+        picked = sequence_output.shape[:2] if masked_lm_positions is None else masked_lm_positions.shape
+        return keras.KerasTensor(tuple(picked) + (self.vocab_size,), dtype="float32")
 
     def get_config(self):
         config = super().get_config()
