@@ -16,6 +16,21 @@ def _log_softmax(x):
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
+def _records(tmp_path, minilm_dir, count, name="records", random_next_sentence=False):
+    """(corpus lines, records path): `count` docstring lines in documents of 5, as seq-32 records."""
+    from bench.common import docstring_lines
+    from data_gen.generate import Options, generate
+
+    lines = [line for line in docstring_lines() if line.strip()][:count]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join("\n".join(lines[i:i + 5]) + "\n\n" for i in range(0, len(lines), 5)))
+    records = str(tmp_path / name / "r.tfrecord")
+    generate([str(corpus)], [records], os.path.join(minilm_dir, "vocab.txt"),
+             Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+                     random_next_sentence=random_next_sentence), progress=False)
+    return lines, records
+
+
 def test_no_nsp_has_no_next_sentence_head_and_its_loss_is_the_masked_lm_loss(tiny_config):
     import keras
 
@@ -48,18 +63,10 @@ def test_no_nsp_records_and_pretraining_end_to_end(minilm_dir, tmp_path):
     records parse with the original schema. Pretraining them with the BERT objective is refused (its NSP head would
     have nothing to learn); --objective=mlm trains, its released-model checkpoint has no NSP head, and resuming its
     output directory with the BERT objective is refused, naming the objective."""
-    from bench.common import docstring_lines
     from bert_tf import BertConfig, checkpoints
     from bert_tf.pretraining import DataError, PretrainingOptions, pretraining_dataset, run_pretraining
-    from data_gen.generate import Options, generate
 
-    lines = [line for line in docstring_lines() if line.strip()][:400]
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join("\n".join(lines[i:i + 5]) + "\n\n" for i in range(0, len(lines), 5)))
-    vocab = os.path.join(minilm_dir, "vocab.txt")
-    records = str(tmp_path / "records" / "r.tfrecord")
-    generate([str(corpus)], [records], vocab, Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
-                                                      random_next_sentence=False), progress=False)
+    _, records = _records(tmp_path, minilm_dir, 400)
     count = 0
     for x, y in pretraining_dataset([records], 32, 5, 16, is_training=False):
         assert not y["next_sentence_labels"].numpy().any()
@@ -78,9 +85,7 @@ def test_no_nsp_records_and_pretraining_end_to_end(minilm_dir, tmp_path):
     assert results["train"]["step"] == 2 and "next_sentence_accuracy" not in results["train"]
     names = dict(tf.train.list_variables(os.path.join(results["train"]["export"], "bert_model.ckpt")))
     assert "cls/predictions/output_bias" in names and not [n for n in names if "seq_relationship" in n]
-    paired = str(tmp_path / "paired" / "r.tfrecord")  # the same corpus with random next sentences
-    generate([str(corpus)], [paired], vocab, Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
-             progress=False)
+    _, paired = _records(tmp_path, minilm_dir, 400, "paired", random_next_sentence=True)  # the same corpus
     with pytest.raises(checkpoints.CheckpointError, match="objective 'mlm' there, 'mlm_nsp' here"):
         run_pretraining(config, paired, str(tmp_path / "mlm"), dataclasses.replace(options, num_train_steps=4))
 
@@ -160,20 +165,12 @@ def test_ltr_records_pretraining_and_fine_tuning_end_to_end(minilm_dir, tmp_path
     refused; its released model's bert_config.json says causal_attention, so fine-tuning from it builds a causal
     encoder (the prefix test on the fine-tuned model) whose pooled output reads the last real token; resuming its
     output directory with another objective is refused."""
-    from bench.common import docstring_lines
     from bert_tf import BertClassifier, BertConfig, BertEncoder, checkpoints
     from bert_tf.pretraining import DataError, PretrainingOptions, pretraining_dataset, run_pretraining
     from bert_tf.tokenization import FullTokenizer
-    from data_gen.generate import Options, generate
 
-    lines = [line for line in docstring_lines() if line.strip()][:300]
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join("\n".join(lines[i:i + 5]) + "\n\n" for i in range(0, len(lines), 5)))
-    vocab = os.path.join(minilm_dir, "vocab.txt")
-    records = str(tmp_path / "records" / "r.tfrecord")
-    generate([str(corpus)], [records], vocab, Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
-                                                      random_next_sentence=False), progress=False)
-    tokenizer = FullTokenizer(vocab)
+    lines, records = _records(tmp_path, minilm_dir, 300)
+    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"))
     stream = " " + " ".join(str(i) for line in lines for i in tokenizer.convert_tokens_to_ids(
         tokenizer.tokenize(line))) + " "
     special = {tokenizer.vocab[t] for t in ("[CLS]", "[SEP]", "[MASK]")}
@@ -217,9 +214,7 @@ def test_ltr_records_pretraining_and_fine_tuning_end_to_end(minilm_dir, tmp_path
     pooled = classifier.encoder.pooler.dense(a["sequence_output"].numpy()[np.arange(4), last]).numpy()
     np.testing.assert_allclose(a["pooled_output"].numpy(), pooled, rtol=1e-6, atol=1e-6)
 
-    paired = str(tmp_path / "paired" / "r.tfrecord")
-    generate([str(corpus)], [paired], vocab, Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
-             progress=False)
+    _, paired = _records(tmp_path, minilm_dir, 300, "paired", random_next_sentence=True)
     with pytest.raises(DataError, match="random B.*--random_next_sentence=false"):
         run_pretraining(config, paired, str(tmp_path / "other"), options)
     with pytest.raises(checkpoints.CheckpointError, match="objective 'ltr' there, 'mlm' here"):
