@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import math
+import os
 
 import numpy as np
 from absl import logging
@@ -132,16 +134,17 @@ class SquadFeature:
     end_position: int = 0
 
 
-def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
-                    max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
-    """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
-    `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
-    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time."""
+@functools.lru_cache(maxsize=4)
+def _window_function(vocab_file, mtime, size, do_lower_case, max_seq_length, doc_stride, max_query_length):
+    """`span_features` as a tf.function over batches of examples, built and traced once per process for a
+    vocabulary file (as it is now: `mtime` and `size` are part of the key) and window settings, so run_squad's
+    training and prediction share one trace."""
     import tensorflow as tf
 
     from bert_tf.tasks.span_features import span_features
     from bert_tf.tokenization import BertTokenizerLayer
 
+    del mtime, size
     layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
     cls, sep = layer.vocab.index("[CLS]"), layer.vocab.index("[SEP]")
     strings = tf.TensorSpec([None], tf.string)
@@ -155,6 +158,19 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
         query = tf.reduce_max(tf.concat([layer(question)[:, :max_query_length].row_lengths(), [0]], 0))
         return {k: v for k, v in out.items() if k not in ("doc", "piece_start", "piece_end")}, query
 
+    return run
+
+
+def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
+                    max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
+    """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
+    `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
+    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time."""
+    import tensorflow as tf
+
+    stat = os.stat(vocab_file)
+    run = _window_function(os.path.abspath(vocab_file), stat.st_mtime_ns, stat.st_size, do_lower_case,
+                           max_seq_length, doc_stride, max_query_length)
     features, arrays = [], {k: [] for k in ("input_word_ids", "input_mask", "input_type_ids", "start_logits",
                                              "end_logits")}
     for begin in range(0, len(examples), chunk):
