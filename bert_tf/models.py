@@ -388,21 +388,32 @@ class BertSpanQA(_TaskModel):
     Args:
       encoder: a `BertEncoder` or `BertConfig`.
       dropout_rate: dropout on the token features (the original run_squad uses none beyond the encoder's).
+      bilstm_head: put a randomly initialised bidirectional LSTM (hidden_size / 2 units each way, padding masked)
+        between the encoder and the span head, trained with it: the paper's "+ BiLSTM" row of Table 5, which gives
+        a left-to-right model the right context it lacks.
     """
 
-    _head_args = ("dropout_rate",)
+    _head_args = ("dropout_rate", "bilstm_head")
 
-    def __init__(self, encoder, dropout_rate=0.0, name="bert_span_qa", **kwargs):
+    def __init__(self, encoder, dropout_rate=0.0, bilstm_head=False, name="bert_span_qa", **kwargs):
         encoder = _as_encoder(encoder)
         inputs = encoder_inputs()
         head = ClassificationHead(num_outputs=2, dropout_rate=dropout_rate,
                                   initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
                                   name="squad")
-        logits = head(encoder(inputs)["sequence_output"])
+        features = encoder(inputs)["sequence_output"]
+        bilstm = None
+        if bilstm_head:
+            units = encoder.bert_config.hidden_size // 2
+            bilstm = keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True),
+                                                dtype=encoder.dtype_policy, name="bilstm")
+            features = bilstm(features, mask=keras.ops.cast(inputs["input_mask"], "bool"))
+        logits = head(features)
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
-        self._finish(encoder, dropout_rate=dropout_rate)
+        self._finish(encoder, dropout_rate=dropout_rate, bilstm_head=bool(bilstm_head))
         self.head = head
+        self.bilstm = bilstm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

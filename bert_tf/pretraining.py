@@ -4,10 +4,12 @@ data's metadata.
 `pretraining_dataset` yields `(inputs, labels)` batches for `BertPretrainer`: inputs `input_word_ids`,
 `input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`. For the left-to-right objective it puts the masked tokens back (the records keep every
-original piece at its masked position) and yields the text itself with next-token labels `lm_ids`, `lm_weights`. Before any step runs, `check_records` compares the flags with the `metadata.json` that
-`data_gen` writes beside the shards (sequence length, predictions per sequence, vocabulary hash) and, for records
-without metadata (the original generator's), with the lengths in the first record, so a mismatch is one clear
-error instead of a shape failure deep inside TensorFlow.
+original piece at its masked position) and yields the text itself with next-token labels `lm_ids`, `lm_weights`.
+
+Before any step runs, `check_records` compares the flags with the `metadata.json` that `data_gen` writes beside
+the shards (sequence length, predictions per sequence, vocabulary hash) and, for records without metadata (the
+original generator's), with the lengths in the first record, so a mismatch is one clear error instead of a shape
+failure deep inside TensorFlow.
 
 A truncated or corrupt shard is found when it is read (a scan of every record up front would cost as much as an
 epoch of input): TensorFlow's error then names neither the file nor the record, so `run_pretraining` reads the

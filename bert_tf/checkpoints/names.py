@@ -101,6 +101,10 @@ def variable_map(model, heads_required: bool = True) -> list[Slot]:
         slots += _output_weights("", model.head, heads_required)
     elif isinstance(model, BertSpanQA):
         slots += _output_weights("cls/squad/", model.head, heads_required)
+        if model.bilstm is not None:  # "+ BiLSTM": no original name; ours, beside the span head
+            for direction, layer in (("fw", model.bilstm.forward_layer), ("bw", model.bilstm.backward_layer)):
+                slots += [Slot(f"cls/squad/bilstm/{direction}/{w}", getattr(layer.cell, w), required=heads_required)
+                          for w in ("kernel", "recurrent_kernel", "bias")]
     elif isinstance(model, BertTokenClassifier):
         slots += _output_weights("cls/token_classification/", model.head, heads_required)
     elif isinstance(model, BertMultipleChoice):

@@ -26,6 +26,8 @@ flags.DEFINE_integer("max_query_length", 64, "Maximum question length in word pi
 flags.DEFINE_integer("n_best_size", 20, "Candidates per question kept in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer in word pieces.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
+flags.DEFINE_bool("bilstm_head", False, "Put a randomly initialised BiLSTM between the encoder and the span head "
+                  "(the paper's '+ BiLSTM' ablation, Table 5, for a left-to-right model).")
 flags.DEFINE_float("null_score_diff_threshold", None, "SQuAD 2.0: answer nothing when null - best > this "
                    "(default: searched on the predict file, or the model's saved value).")
 define_finetuning_flags(max_seq_length=384, dev="the predict file's answers", evaluates=False, dropout_rate=0.0)

@@ -124,6 +124,7 @@ class ClassificationHead(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
         self.dense = keras.layers.Dense(num_outputs, kernel_initializer=initializer(initializer_range),
                                         dtype=self.dtype_policy, name="dense")
+        self.supports_masking = True  # per position: a padding mask from a layer below (a BiLSTM) passes through
 
     def build(self, input_shape):
         self.dense.build(input_shape)

@@ -30,10 +30,10 @@ class SpanQA(Family):
     program = "run_squad"
     export_flags = frozenset({"doc_stride"})
 
-    def build_model(self, task, config, dropout_rate: float, dtype=None):
+    def build_model(self, task, config, dropout_rate: float, dtype=None, bilstm_head: bool = False):
         from bert_tf.models import BertEncoder, BertSpanQA
 
-        return BertSpanQA(BertEncoder(config, dtype=dtype), dropout_rate=dropout_rate)
+        return BertSpanQA(BertEncoder(config, dtype=dtype), dropout_rate=dropout_rate, bilstm_head=bilstm_head)
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         return SpanQAModule(model, preprocessor, max_query_length=info.max_query_length,
@@ -57,6 +57,7 @@ class SquadOptions(finetuning.FinetuneOptions):
     version_2_with_negative: bool = False
     null_score_diff_threshold: float | None = None
     dropout_rate: float = 0.0  # on the token features; the original's span head has none
+    bilstm_head: bool = False  # the paper's "+ BiLSTM" (Table 5): a BiLSTM between the encoder and the span head
 
     dev_flag = "do_predict"
 
@@ -122,7 +123,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
             scores.update(squad_eval.evaluate(predict_data, predictions))
         return scores, (predictions, nbest, null_odds), threshold
 
-    build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy)  # noqa: E731
+    build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy,  # noqa: E731
+                                       bilstm_head=options.bilstm_head)
     grid = None
     if options.do_train:
         _, inputs = squad.window_features(train_examples, vocab_file, is_training=True, **convert)
@@ -136,6 +138,9 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         model = grid.model
     else:
         model = finetuning.existing_model(output_dir, build, options)
+        if options.bilstm_head and not model.bilstm_head:
+            raise DataError(f"--bilstm_head: the model in {output_dir} was trained without it; predict without "
+                            "the flag (a model keeps its own head), or train one with it")
 
     threshold = options.null_score_diff_threshold
     if options.do_predict:
@@ -155,7 +160,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         finetuning.save(grid, squad_task(version_2), config, vocab_file, output_dir, options,
                         doc_stride=options.doc_stride, max_query_length=options.max_query_length,
                         max_answer_length=options.max_answer_length, version_2_with_negative=version_2,
-                        null_score_diff_threshold=threshold if version_2 else None)
+                        null_score_diff_threshold=threshold if version_2 else None,
+                        bilstm_head=options.bilstm_head or None)
     return results
 
 

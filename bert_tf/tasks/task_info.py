@@ -15,7 +15,7 @@ import os
 from bert_tf.tasks.base import DataError
 
 FILE = "task.json"
-VERSION = 2  # 2: train_batch_size
+VERSION = 3  # 2: train_batch_size; 3: bilstm_head
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,7 @@ class TaskInfo:
     max_answer_length: int | None = None
     version_2_with_negative: bool | None = None
     null_score_diff_threshold: float | None = None
+    bilstm_head: bool | None = None  # True: trained with run_squad --bilstm_head
     # tagging: whether every word piece was trained on its word's tag
     label_all_subtokens: bool | None = None
     version: int = VERSION

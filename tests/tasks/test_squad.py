@@ -1,6 +1,7 @@
 """SQuAD: the official EM/F1 on hand-made cases, reading, windowing with max context, mapping answers back to the
 original text, and run_squad end to end (v1.1 CLI, v2.0 with the no-answer threshold search) on small data."""
 
+import dataclasses
 import json
 import os
 import random
@@ -246,3 +247,37 @@ def test_in_graph_features_equal_the_original_algorithm(minilm_dir, seq, stride,
             assert arrays["start_logits"].tolist() == [w.start_position for w in want]
             assert arrays["end_logits"].tolist() == [w.end_position for w in want]
             assert sum(1 for w in want if w.start_position) >= 6  # the answers were found, not all [CLS]
+
+
+def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_path):
+    """run_squad --bilstm_head (Table 5's "+ BiLSTM"): the BiLSTM sits between the encoder and the span head, trains
+    with it, is named in checkpoints, recorded in task.json, and comes back with the saved model for prediction."""
+    from bert_tf import BertConfig, checkpoints
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.tasks import DataError
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, causal_attention=True)
+    train = _year_task(tmp_path / "train.json", 16, 0)
+    dev = _year_task(tmp_path / "dev.json", 4, 1)
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    options = SquadOptions(do_train=True, do_predict=True, max_seq_length=64, doc_stride=32, train_batch_sizes=8,
+                           num_train_epochs=1, bilstm_head=True)
+    run_squad(config, vocab, str(tmp_path / "out"), options, train, dev)
+    assert json.loads((tmp_path / "out" / "task.json").read_text())["bilstm_head"] is True
+    model = load_finetuned(str(tmp_path / "out"))
+    assert model.bilstm_head and model.encoder.bert_config.causal_attention
+    names = [slot.name for slot in checkpoints.names.variable_map(model)]
+    assert {f"cls/squad/bilstm/{d}/{w}" for d in ("fw", "bw") for w in ("kernel", "recurrent_kernel", "bias")} \
+        <= set(names) and len(names) == len(model.weights)
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    run_squad(config, vocab, str(tmp_path / "out"), SquadOptions(do_predict=True, max_seq_length=64, doc_stride=32),
+              predict_file=dev)
+    assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
+    plain = tmp_path / "plain"
+    run_squad(config, vocab, str(plain), SquadOptions(do_train=True, max_seq_length=64, train_batch_sizes=8,
+                                                      num_train_epochs=1), train)
+    assert "bilstm_head" not in json.loads((plain / "task.json").read_text())
+    with pytest.raises(DataError, match="--bilstm_head: the model in .* was trained without it"):
+        run_squad(config, vocab, str(plain), dataclasses.replace(options, do_train=False), predict_file=dev)
