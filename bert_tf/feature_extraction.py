@@ -93,15 +93,46 @@ def read_lines(path: str) -> list[tuple[str, str | None]]:
     return pairs
 
 
+LAYER_NUMBERINGS = ("original", "paper")
+
+
+def hidden_states(outputs) -> list:
+    """A `BertEncoder` output dict -> its L + 1 hidden states: the embedding output (layer 0), then layers 1..L."""
+    return [outputs["embedding_output"], *outputs["encoder_outputs"]]
+
+
+def hidden_state_index(layer: int, num_layers: int, numbering: str | None = None) -> int:
+    """Where `--layers` number `layer` lies in `hidden_states`. Negative numbers count from the last layer in both
+    numberings (-1 = the last, -L = the first Transformer layer, -(L + 1) = the embedding output). Non-negative
+    ones differ: in the original extract_features.py 0 is the first Transformer layer, in the paper's numbering
+    (`numbering="paper"`, as HF's hidden_states) 0 is the embedding output and 1..L the layers; without a
+    numbering they are refused rather than guessed."""
+    if layer < 0:
+        if layer < -(num_layers + 1):
+            raise ValueError(f"--layers: {layer} is not a layer of a {num_layers}-layer model (-1 is the last, "
+                             f"{-(num_layers + 1)} the embedding output)")
+        return num_layers + 1 + layer
+    if numbering not in LAYER_NUMBERINGS:
+        raise ValueError(f"--layers={layer}: a non-negative layer number is the first Transformer layer in the "
+                         "original extract_features.py but the embedding output in the paper's numbering; say "
+                         "which with --layer_numbering=original or --layer_numbering=paper, or use negative numbers "
+                         f"(-1 = the last layer, {-(num_layers + 1)} = the embedding output)")
+    top = num_layers - 1 if numbering == "original" else num_layers
+    if layer > top:
+        raise ValueError(f"--layers: {layer} is not a layer of a {num_layers}-layer model (numbered "
+                         f"{'0' if numbering == 'original' else '1'}..{num_layers if numbering == 'paper' else top}"
+                         f"{', 0 = the embedding output' if numbering == 'paper' else ''})")
+    return layer + 1 if numbering == "original" else layer
+
+
 def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4), max_seq_length: int = 128,
-            batch_size: int = 32) -> int:
-    """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines."""
+            batch_size: int = 32, layer_numbering: str | None = None) -> int:
+    """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines. `layers`
+    are numbered as `hidden_state_index` says; each is written with the number it was given."""
     from bert_tf.tokenization import pack_inputs
 
     num_layers = encoder.bert_config.num_hidden_layers
-    for layer in layers:
-        if not -num_layers <= layer < num_layers:
-            raise ValueError(f"--layers: {layer} is not a layer of a {num_layers}-layer model")
+    where = {layer: hidden_state_index(layer, num_layers, layer_numbering) for layer in layers}
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
     with staging.atomic_write(output_file) as out:
         for start in range(0, len(pairs), batch_size):
@@ -112,8 +143,8 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
             arrays = {key: np.array([row[key] for row in packed], np.int32) for key in packed[0]}
             tokens = [tokenizer.convert_ids_to_tokens(row["input_word_ids"][:sum(row["input_mask"])])
                       for row in packed]
-            outputs = encoder(arrays)["encoder_outputs"]
-            chosen = {layer: outputs[layer].numpy() for layer in layers}
+            states = hidden_states(encoder(arrays))
+            chosen = {layer: states[index].numpy() for layer, index in where.items()}
             for offset, row in enumerate(tokens):
                 features = [{"token": token, "layers": [
                     {"index": layer, "values": [round(float(v), 6) for v in chosen[layer][offset, position]]}

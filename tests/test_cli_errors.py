@@ -147,6 +147,8 @@ CASES = [
     Case("ef-output-under-file", EF, FEAT + [GOOD, "--output_file={out}/afile/f.jsonl"], UNDER_FILE),
     Case("ef-wrong-checkpoint", EF, FEAT + [WRONG, "--output_file={out}/new/f.jsonl"], SHAPE),
     Case("ef-bad-layers", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--layers=-1,top"], "--layers"),
+    Case("ef-unnumbered-layer", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--layers=0"],
+         "--layer_numbering=original or --layer_numbering=paper"),
     # convert_checkpoint
     Case("cc-missing-flag", CC, ["--input={in}/good/bert_model.ckpt"], "--output"),
     Case("cc-no-input", CC, ["--input={in}/missing/bert_model.ckpt", "--output={out}/new/m.keras"], "missing"),

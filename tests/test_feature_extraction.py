@@ -24,7 +24,7 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
     out = subprocess.run([sys.executable, "-m", "bert_tf.cli.extract_features", f"--input_file={tmp_path}/input.txt",
                           f"--output_file={tmp_path}/features.jsonl", f"--vocab_file={minilm_dir}/vocab.txt",
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
-                          "--layers=-1,-2", "--max_seq_length=24", "--batch_size=2"],
+                          "--layers=-1,-2,-7", "--max_seq_length=24", "--batch_size=2"],  # -7: embeddings
                          capture_output=True, text=True, cwd=ROOT, timeout=300,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -39,7 +39,7 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
         assert [f["token"] for f in record["features"]] == tokens
         with torch.no_grad():
             hidden = model(**encoded, output_hidden_states=True).hidden_states
-        for layer_index in (-1, -2):
+        for layer_index in (-1, -2, -7):  # HF's hidden_states[-7] (= [0]) is the embedding output
             ours = np.array([[v for item in f["layers"] if item["index"] == layer_index for v in item["values"]]
                              for f in record["features"]])
             np.testing.assert_allclose(ours, hidden[layer_index][0].numpy(), atol=2e-5)
@@ -87,3 +87,40 @@ def test_layer_combinations_and_the_embedding_output(tiny_config):
         "weighted_sum_all"
     with pytest.raises(ValueError, match="choose one of"):
         FeatureCombination("mean", 5)
+
+
+def test_layer_numbers_in_both_numberings_and_in_the_written_features(tiny_config, tmp_path, minilm_dir):
+    """Negative numbers mean the same in both numberings (-(L+1) = the embedding output); non-negative ones are the
+    original's (0 = first Transformer layer) or the paper's (0 = embeddings), and refused without saying which."""
+    import json as json_lib
+
+    from bert_tf import BertEncoder
+    from bert_tf.feature_extraction import extract, hidden_state_index, hidden_states
+    from bert_tf.tokenization import FullTokenizer
+
+    L = 3
+    assert [hidden_state_index(n, L) for n in (-1, -3, -4)] == [3, 1, 0]
+    assert [hidden_state_index(n, L, "original") for n in (0, 2)] == [1, 3]
+    assert [hidden_state_index(n, L, "paper") for n in (0, 3)] == [0, 3]
+    for bad, numbering in ((-5, None), (3, "original"), (4, "paper")):
+        with pytest.raises(ValueError, match=f"--layers: {bad} is not a layer of a 3-layer model"):
+            hidden_state_index(bad, L, numbering)
+    with pytest.raises(ValueError, match="--layers=0: .* --layer_numbering=original or --layer_numbering=paper"):
+        hidden_state_index(0, L)
+
+    config = dataclasses.replace(tiny_config, vocab_size=30522, num_hidden_layers=L)
+    encoder = BertEncoder(config)
+    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    out = tmp_path / "f.jsonl"
+    extract(encoder, tokenizer, [("hello world", None)], str(out), layers=(0, 1, -1), max_seq_length=16,
+            layer_numbering="paper")
+    record = json_lib.loads(out.read_text())
+    ids = tokenizer.convert_tokens_to_ids([f["token"] for f in record["features"]])
+    batch = {"input_word_ids": np.array([ids], np.int32), "input_mask": np.ones((1, len(ids)), np.int32),
+             "input_type_ids": np.zeros((1, len(ids)), np.int32)}
+    states = hidden_states(encoder(batch))
+    assert len(states) == L + 1
+    for number, index in ((0, 0), (1, 1), (-1, 3)):
+        values = np.array([[v for item in f["layers"] if item["index"] == number for v in item["values"]]
+                           for f in record["features"]])
+        np.testing.assert_allclose(values, states[index].numpy()[0], atol=1e-6)

@@ -15,7 +15,11 @@ from bert_tf.cli import FILE, USER_ERRORS, fail, start
 
 flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
 flags.DEFINE_string("output_file", None, "JSONL output.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Layers to output, negative counting from the last.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Layers to output, negative counting from the last (-1); one below the "
+                    "first Transformer layer is the embedding output.")
+flags.DEFINE_enum("layer_numbering", None, ["original", "paper"], "What a non-negative --layers number means: "
+                  "original: 0 = the first Transformer layer (google-research/bert); paper: 0 = the embedding output, "
+                  "1..L the layers (Table 7, HF hidden_states). Needed only for non-negative numbers.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json (or an HF config.json).")
 flags.DEFINE_string("vocab_file", None, "The model's vocabulary.")
 flags.DEFINE_string("init_checkpoint", None, "Weights: original TF1 checkpoint, HF directory or ours.")
@@ -32,7 +36,7 @@ def main(argv):
     from bert_tf.config import BertConfig
     from bert_tf.models import BertEncoder
     from bert_tf.tasks import DataError
-    from bert_tf.feature_extraction import extract, read_lines
+    from bert_tf.feature_extraction import extract, hidden_state_index, read_lines
     from bert_tf.tokenization import FullTokenizer, VocabError
 
     try:
@@ -43,9 +47,13 @@ def main(argv):
                              "-1,-2,-3,-4)") from None
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
-        encoder = BertEncoder(BertConfig.from_json_file(f.bert_config_file))
+        config = BertConfig.from_json_file(f.bert_config_file)
+        for layer in layers:  # before any weights load
+            hidden_state_index(layer, config.num_hidden_layers, f.layer_numbering)
+        encoder = BertEncoder(config)
         restore_weights(encoder, f.init_checkpoint)
-        count = extract(encoder, tokenizer, pairs, f.output_file, layers, f.max_seq_length, f.batch_size)
+        count = extract(encoder, tokenizer, pairs, f.output_file, layers, f.max_seq_length, f.batch_size,
+                        layer_numbering=f.layer_numbering)
     except USER_ERRORS + (DataError, VocabError, ValueError) as e:
         fail(e)
     print(f"extract_features: wrote {count} line(s) to {f.output_file}")
