@@ -14,6 +14,7 @@ from bert_tf import losses
 from bert_tf.config import BertConfig
 from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
                             MaskedLMHead, causal_bias, padding_bias)
+from bert_tf.layers.feature_combination import FeatureCombination
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -404,9 +405,7 @@ class BertSpanQA(_TaskModel):
         features = encoder(inputs)["sequence_output"]
         bilstm = None
         if bilstm_head:
-            units = encoder.bert_config.hidden_size // 2
-            bilstm = keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True),
-                                                dtype=encoder.dtype_policy, name="bilstm")
+            bilstm = bidirectional_lstm(encoder.bert_config.hidden_size // 2, encoder.dtype_policy, "bilstm")
             features = bilstm(features, mask=keras.ops.cast(inputs["input_mask"], "bool"))
         logits = head(features)
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
@@ -444,3 +443,49 @@ class BertMultipleChoice(_TaskModel):
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
         self._finish(encoder, dropout_rate=dropout_rate)
         self.head = head
+
+
+def bidirectional_lstm(units: int, policy, name: str):
+    """A BiLSTM over a sequence, `units` each way, returning every position (the paper's probe and "+ BiLSTM")."""
+    return keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True), dtype=policy, name=name)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertFeatureTagger(_TaskModel):
+    """The paper's feature-based NER probe (section 5.3, Table 7): a frozen `BertEncoder`, one `FeatureCombination`
+    of its layers, a two-layer BiLSTM of `lstm_units` each way, then a per-token classifier. Only the combination's
+    weights (for the weighted sums), the BiLSTM and the classifier train; the encoder runs in inference mode (no
+    dropout) and its weights never change. Outputs `logits` float32 [batch, seq, num_classes], as `BertTokenClassifier`.
+
+    Args:
+      encoder: a `BertEncoder` or `BertConfig` (its weights are what is probed: load them before training).
+      num_classes: tags.
+      combination: one of `COMBINATIONS`.
+      lstm_units: each LSTM's width per direction (the paper: 768).
+      dropout_rate: dropout before the classifier.
+    """
+
+    _head_args = ("num_classes", "combination", "lstm_units", "dropout_rate")
+
+    def __init__(self, encoder, num_classes, combination="concat_last_four", lstm_units=768, dropout_rate=0.1,
+                 name="bert_feature_tagger", **kwargs):
+        encoder = _as_encoder(encoder)
+        policy = encoder.dtype_policy
+        inputs = encoder_inputs()
+        combine = FeatureCombination(combination, encoder.bert_config.num_hidden_layers, dtype=policy,
+                                     name="combination")
+        features = combine(encoder(inputs, training=False))
+        mask = keras.ops.cast(inputs["input_mask"], "bool")
+        lstms = [bidirectional_lstm(lstm_units, policy, f"bilstm_{i}") for i in range(2)]
+        for lstm in lstms:
+            features = lstm(features, mask=mask)
+        head = ClassificationHead(num_outputs=num_classes, dropout_rate=dropout_rate,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=policy,
+                                  name="classifier")
+        super().__init__(inputs=inputs, outputs={"logits": head(features)}, name=name, **kwargs)
+        self._finish(encoder, num_classes=num_classes, combination=combination, lstm_units=lstm_units,
+                     dropout_rate=dropout_rate)
+        self.combine, self.lstms, self.head = combine, lstms, head
+        encoder.trainable = False  # after Model.__init__, which sets `trainable` from its kwargs
+        for variable in encoder.weights:  # an encoder deserialized as untrainable can keep trainable variables
+            variable.trainable = False

@@ -14,8 +14,8 @@ import re
 import numpy as np
 
 from bert_tf.config import BertConfig
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
-                            BertTokenClassifier)
+from bert_tf.models import (BertClassifier, BertEncoder, BertFeatureTagger, BertMultipleChoice, BertPretrainer,
+                            BertSpanQA, BertTokenClassifier)
 
 
 class CheckpointError(ValueError):
@@ -56,6 +56,13 @@ def _output_weights(prefix, head, required):
             Slot(f"{prefix}output_bias", head.dense.bias, required=required)]
 
 
+def _bilstm(prefix, layer, required):
+    """A Keras Bidirectional LSTM's weights as `<prefix>/{fw,bw}/{kernel,recurrent_kernel,bias}`."""
+    return [Slot(f"{prefix}/{direction}/{w}", getattr(half.cell, w), required=required)
+            for direction, half in (("fw", layer.forward_layer), ("bw", layer.backward_layer))
+            for w in ("kernel", "recurrent_kernel", "bias")]
+
+
 def _encoder_slots(encoder: BertEncoder, pooler_required: bool = True) -> list[Slot]:
     emb = encoder.embeddings
     slots = [Slot("bert/embeddings/word_embeddings", emb.word_embeddings),
@@ -89,7 +96,8 @@ def variable_map(model, heads_required: bool = True) -> list[Slot]:
     if isinstance(model, BertEncoder):
         return _encoder_slots(model)
     # Token-level heads never read the pooler, and HF saves those models without one.
-    slots = _encoder_slots(model.encoder, pooler_required=not isinstance(model, (BertSpanQA, BertTokenClassifier)))
+    slots = _encoder_slots(model.encoder, pooler_required=not isinstance(
+        model, (BertSpanQA, BertTokenClassifier, BertFeatureTagger)))
     if isinstance(model, BertPretrainer):
         mlm = model.masked_lm
         slots += _dense("cls/predictions/transform/dense", mlm.transform, heads_required)
@@ -102,13 +110,18 @@ def variable_map(model, heads_required: bool = True) -> list[Slot]:
     elif isinstance(model, BertSpanQA):
         slots += _output_weights("cls/squad/", model.head, heads_required)
         if model.bilstm is not None:  # "+ BiLSTM": no original name; ours, beside the span head
-            for direction, layer in (("fw", model.bilstm.forward_layer), ("bw", model.bilstm.backward_layer)):
-                slots += [Slot(f"cls/squad/bilstm/{direction}/{w}", getattr(layer.cell, w), required=heads_required)
-                          for w in ("kernel", "recurrent_kernel", "bias")]
+            slots += _bilstm("cls/squad/bilstm", model.bilstm, heads_required)
     elif isinstance(model, BertTokenClassifier):
         slots += _output_weights("cls/token_classification/", model.head, heads_required)
     elif isinstance(model, BertMultipleChoice):
         slots += _output_weights("cls/multiple_choice/", model.head, heads_required)
+    elif isinstance(model, BertFeatureTagger):  # the probe: names of our own, under cls/feature_tagger
+        if model.combine.mix is not None:
+            slots += [Slot(f"cls/feature_tagger/scalar_mix/{w}", getattr(model.combine.mix, w),
+                           required=heads_required) for w in ("scalars", "gamma")]
+        for i, lstm in enumerate(model.lstms):
+            slots += _bilstm(f"cls/feature_tagger/bilstm_{i}", lstm, heads_required)
+        slots += _output_weights("cls/feature_tagger/", model.head, heads_required)
     else:
         raise TypeError(f"no checkpoint name map for {type(model).__name__}")
     return slots

@@ -18,6 +18,10 @@ flags.DEFINE_string("data_dir", None, "Directory with train.txt, valid.txt, test
                     "data_dir.")
 flags.DEFINE_string("tfds_name", None, "Read a prepared TFDS dataset instead, e.g. conll2003.")
 flags.DEFINE_bool("label_all_subtokens", False, "Train every word piece on its word's tag (default: first piece).")
+flags.DEFINE_string("feature_based", None, "Train the paper's feature-based probe instead of fine-tuning (Table 7): "
+                    "BERT frozen, this combination of its layers (e.g. concat_last_four, weighted_sum_all; a wrong "
+                    "name lists them all), a two-layer BiLSTM, a classifier.")
+flags.DEFINE_integer("lstm_units", 768, "With --feature_based: each BiLSTM layer's width per direction.")
 flags.DEFINE_integer("doc_stride", None, "Step between the windows of a sentence longer than max_seq_length - 2 "
                      "word pieces (default: half a window; without --do_train: the model's).")
 define_finetuning_flags(dev="valid.txt")

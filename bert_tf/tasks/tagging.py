@@ -27,9 +27,13 @@ class Tagging(Family):
     program = "run_ner"
     export_flags = frozenset({"doc_stride"})
 
-    def build_model(self, task, config, dropout_rate: float, dtype=None):
-        from bert_tf.models import BertEncoder, BertTokenClassifier
+    def build_model(self, task, config, dropout_rate: float, dtype=None, feature_based: str | None = None,
+                    lstm_units: int = 768):
+        from bert_tf.models import BertEncoder, BertFeatureTagger, BertTokenClassifier
 
+        if feature_based:
+            return BertFeatureTagger(BertEncoder(config, dtype=dtype), num_classes=len(task.labels),
+                                     combination=feature_based, lstm_units=lstm_units, dropout_rate=dropout_rate)
         return BertTokenClassifier(BertEncoder(config, dtype=dtype), num_classes=len(task.labels),
                                    dropout_rate=dropout_rate)
 
@@ -51,9 +55,17 @@ class NerOptions(finetuning.FinetuneOptions):
 
     label_all_subtokens: bool = False
     doc_stride: int | None = None
+    feature_based: str | None = None  # a FeatureCombination: the paper's probe on frozen features (Table 7)
+    lstm_units: int = 768
 
     def check(self, replicas: int, output_dir: str | None = None) -> None:
         super().check(replicas, output_dir)
+        from bert_tf.layers.feature_combination import COMBINATIONS
+
+        if self.feature_based is not None and self.feature_based not in COMBINATIONS:
+            raise ValueError(f"--feature_based={self.feature_based!r}: expected one of {', '.join(COMBINATIONS)}")
+        if self.lstm_units < 1:
+            raise ValueError(f"--lstm_units={self.lstm_units} must be at least 1")
         if self.doc_stride is not None and not 0 < self.doc_stride <= self.max_seq_length - 2:
             raise ValueError(f"--doc_stride={self.doc_stride}: must be between 1 and --max_seq_length - 2 "
                              f"({self.max_seq_length - 2})")
@@ -104,7 +116,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         return task.metrics(predict(model, "dev"), [s.tags for s in data["dev"][0]])
 
     tagged = dataclasses.replace(task, labels=tuple(tags))
-    build = lambda: FAMILY.build_model(tagged, config, options.dropout_rate, options.policy)  # noqa: E731
+    build = lambda: FAMILY.build_model(tagged, config, options.dropout_rate, options.policy,  # noqa: E731
+                                       feature_based=options.feature_based, lstm_units=options.lstm_units)
     grid = None
     if options.do_train:
         encoded = encode(train)
@@ -116,7 +129,9 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         results.update(grid.figures())
         model = grid.model
         finetuning.save(grid, tagged, config, vocab_file, output_dir, options,
-                        label_all_subtokens=options.label_all_subtokens, doc_stride=stride)
+                        label_all_subtokens=options.label_all_subtokens, doc_stride=stride,
+                        feature_based=options.feature_based,
+                        lstm_units=options.lstm_units if options.feature_based else None)
     else:
         model = finetuning.existing_model(output_dir, build, options)
     if options.do_eval:

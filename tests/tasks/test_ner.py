@@ -211,3 +211,36 @@ def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
             train_batch_sizes=4, num_train_epochs=1), tfds_name="squad/v2.0")
     assert {"exact", "f1", "best_f1_thresh"} <= set(squad_results["predict"])
     assert (tmp_path / "squad" / "predictions.json").exists() and (tmp_path / "squad" / "null_odds.json").exists()
+
+
+def test_feature_based_probe_learns_tags_with_bert_frozen(minilm_dir, tmp_path):
+    """run_ner --feature_based (Table 7): the two-layer BiLSTM probe on frozen features learns the CoNLL-format task
+    to > 0.9 entity F1 while the encoder's weights stay bit-identical to the checkpoint's; task.json records the
+    probe, so an evaluation-only run rebuilds it."""
+    import json
+
+    from bert_tf import BertConfig, BertEncoder, checkpoints
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.tasks.tagging import NerOptions, run_ner
+
+    data = _corpus(tmp_path / "conll", 0)
+    config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    options = NerOptions(do_train=True, do_eval=True, max_seq_length=32, train_batch_sizes=8, learning_rates=1e-2,
+                         num_train_epochs=3, init_checkpoint=minilm_dir, feature_based="weighted_sum_last_four",
+                         lstm_units=32)
+    results = run_ner(config, vocab, str(tmp_path / "out"), options, str(data))
+    print(f"feature-based probe: dev entity F1 {results['dev']['f1']:.3f}")
+    assert results["dev"]["f1"] > 0.9
+    model = load_finetuned(str(tmp_path / "out"))
+    reference = BertEncoder(config)
+    checkpoints.restore_weights(reference, minilm_dir)
+    for ours, theirs in zip(model.encoder.weights, reference.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert len(model.trainable_weights) == 2 + 2 * 6 + 2  # scalar mix, two BiLSTMs, classifier
+    saved = json.loads((tmp_path / "out" / "task.json").read_text())
+    assert saved["feature_based"] == "weighted_sum_last_four" and saved["lstm_units"] == 32
+    again = run_ner(config, vocab, str(tmp_path / "out"), NerOptions(do_eval=True, max_seq_length=32), str(data))
+    assert again["dev"] == results["dev"]
+    with pytest.raises(ValueError, match="--feature_based='mean': expected one of embeddings"):
+        NerOptions(do_train=True, feature_based="mean").check(1)
