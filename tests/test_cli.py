@@ -1,5 +1,6 @@
 """The CLIs as users call them: subprocesses with flags, one-line errors, outputs on disk."""
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -108,6 +109,21 @@ def test_convert_checkpoint_pretrainer_keeps_heads(tiny_config, tmp_path):
     clone = keras.saving.load_model(out)
     batch = dict(make_batch(tiny_config), masked_lm_positions=np.array([[1], [2], [3]], "int32"))
     np.testing.assert_array_equal(clone(batch)["mlm_logits"].numpy(), model(batch)["mlm_logits"].numpy())
+
+
+def test_convert_checkpoint_pretrainer_of_a_left_to_right_model(tiny_config, tmp_path):
+    """A causal config (an --objective=ltr run's bert_config.json) converts with its LM head, and stays causal."""
+    config = dataclasses.replace(tiny_config, causal_attention=True)
+    model = BertPretrainer(BertEncoder(config), objective="ltr")
+    checkpoints.save_original(model, tmp_path / "in" / "bert_model.ckpt")
+    config.to_json_file(tmp_path / "in" / "bert_config.json")
+    _, out = convert(tmp_path / "in", tmp_path / "ltr.keras", model="pretrainer")
+    import keras
+
+    clone = keras.saving.load_model(out)
+    assert clone.objective == "ltr" and clone.encoder.bert_config.causal_attention
+    batch = make_batch(config)
+    np.testing.assert_array_equal(clone(batch)["lm_logits"].numpy(), model(batch)["lm_logits"].numpy())
 
 
 @pytest.mark.parametrize("output, message", [

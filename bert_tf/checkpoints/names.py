@@ -185,9 +185,10 @@ def assign(slots: list[Slot], lookup, source: str, transpose_attr: str, name_of=
 
 
 def build_model(config: BertConfig, model: str):
-    """A fresh `BertEncoder` (`model="encoder"`) or `BertPretrainer` (`"pretrainer"`) of `config`, to load into."""
+    """A fresh `BertEncoder` (`model="encoder"`) or `BertPretrainer` (`"pretrainer"`: the left-to-right LM's for a
+    causal config, else BERT's masked LM and NSP) of `config`, to load into."""
     if model == "encoder":
         return BertEncoder(config)
     if model == "pretrainer":
-        return BertPretrainer(BertEncoder(config))
+        return BertPretrainer(BertEncoder(config), objective="ltr" if config.causal_attention else "mlm_nsp")
     raise ValueError(f"model={model!r}: choose 'encoder' or 'pretrainer'")
