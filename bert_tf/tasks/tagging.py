@@ -66,6 +66,9 @@ class NerOptions(finetuning.FinetuneOptions):
             raise ValueError(f"--feature_based={self.feature_based!r}: expected one of {', '.join(COMBINATIONS)}")
         if self.lstm_units < 1:
             raise ValueError(f"--lstm_units={self.lstm_units} must be at least 1")
+        if self.lstm_units != NerOptions.lstm_units and not self.feature_based:
+            raise ValueError(f"--lstm_units={self.lstm_units} sizes the probe of --feature_based, which is not set; "
+                             "give --feature_based=<combination>, or drop --lstm_units to fine-tune")
         if self.doc_stride is not None and not 0 < self.doc_stride <= self.max_seq_length - 2:
             raise ValueError(f"--doc_stride={self.doc_stride}: must be between 1 and --max_seq_length - 2 "
                              f"({self.max_seq_length - 2})")

@@ -244,3 +244,5 @@ def test_feature_based_probe_learns_tags_with_bert_frozen(minilm_dir, tmp_path):
     assert again["dev"] == results["dev"]
     with pytest.raises(ValueError, match="--feature_based='mean': expected one of embeddings"):
         NerOptions(do_train=True, feature_based="mean").check(1)
+    with pytest.raises(ValueError, match="--lstm_units=32 sizes the probe of --feature_based, which is not set"):
+        NerOptions(do_train=True, lstm_units=32).check(1)
