@@ -9,47 +9,22 @@ corpus's content, the flags that change its output, the stages before it) are un
 saying why; `--force` redoes them all.
 """
 
-import dataclasses
-
 from absl import flags
 
-from bert_tf_quickstart.options import QuickstartOptions
+from bert_tf_quickstart import options
 
-flags.DEFINE_string("output_dir", "runs/quickstart", "Where every stage writes its outputs.")
-flags.DEFINE_string("input_file", None, "Your corpus instead of the built-in one: one sentence per line, a blank line "
-                    "between documents; every 20th document is held out for the figures and the demo questions.")
-flags.DEFINE_bool("force", False, "Redo every stage, even those complete for the same inputs.")
-for _field in dataclasses.fields(QuickstartOptions):
-    _define = {int: flags.DEFINE_integer, float: flags.DEFINE_float}[type(_field.default)]
-    _define(_field.name, _field.default, _field.metadata["help"])
+options.define_flags("runs/quickstart")
+flags.adopt_module_key_flags(options)  # list them in --help, as this command's own
 
 
-def main(argv):
-    del argv
-    f = flags.FLAGS
-    from absl import logging
-
-    from bert_tf.cli import USER_ERRORS, fail
-
-    if not f["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # the stages show progress bars and one-line summaries instead
+def main(f):
     from bert_tf_quickstart.pipeline import run_quickstart
 
-    options = QuickstartOptions(**{field.name: getattr(f, field.name)
-                                   for field in dataclasses.fields(QuickstartOptions)})
-    if f.input_file and f["corpus_mb"].present:
-        fail(f"--corpus_mb sizes the built-in corpus; with --input_file={f.input_file} the whole file is used: "
-             "drop --corpus_mb")
-    try:
-        run_quickstart(f.output_dir, options, input_file=f.input_file, force=f.force)
-    except USER_ERRORS + (ValueError,) as e:
-        fail(e)
+    run_quickstart(f.output_dir, options.from_flags(f), input_file=f.input_file, force=f.force)
 
 
 def run():
-    from bert_tf.cli import DIRECTORY, start
-
-    start(main, "bert_tf_quickstart", {"output_dir": DIRECTORY})
+    options.start_command("bert_tf_quickstart", main)
 
 
 if __name__ == "__main__":
