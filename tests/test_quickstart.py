@@ -273,12 +273,14 @@ def _imports_of(package, tops):
 
 
 def test_the_library_imports_neither_the_quickstart_nor_the_packages_above_it():
-    """The house's one direction: data_gen/ and export/ import bert_tf/, the quickstart imports all three, and
-    nothing imports back up: bert_tf/ imports neither data_gen nor export, and none of the three imports the
-    quickstart. Read from the source with `ast`, so an import inside a function counts too."""
-    problems = _imports_of("bert_tf", {"data_gen", "export", "bert_tf_quickstart"})
+    """The house's one direction: data_gen/ and export/ import bert_tf/, the quickstart imports all three, the
+    experiments import the quickstart too, and nothing imports back up: bert_tf/ imports neither data_gen nor
+    export, none of the three imports the quickstart, and none of the four imports the experiments. Read from the
+    source with `ast`, so an import inside a function counts too."""
+    problems = _imports_of("bert_tf", {"data_gen", "export", "bert_tf_quickstart", "bert_tf_experiments"})
     for package in ("data_gen", "export"):
-        problems += _imports_of(package, {"bert_tf_quickstart"})
+        problems += _imports_of(package, {"bert_tf_quickstart", "bert_tf_experiments"})
+    problems += _imports_of("bert_tf_quickstart", {"bert_tf_experiments"})
     assert not problems, "\n".join(problems)
     # the scan sees the imports that exist, those inside functions included: the quickstart's of the packages
     # below it (its stages import data_gen and export inside the stage functions)

@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "BENCHMARKS.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs",
                                                                                                        "*.md")))
 # The tools run with `python -m` that are not console scripts.
-MODULE_TOOLS = ["data_gen.beam", "export.saved_model_cli"]
+MODULE_TOOLS = ["data_gen.beam", "export.saved_model_cli", "bert_tf_experiments.ablations",
+                "bert_tf_experiments.model_size"]
 # The benchmarks (`python -m bench.<name>`): every module of bench/ that runs as a program.
 BENCH_TOOLS = sorted("bench." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
                      if 'if __name__ == "__main__":' in open(p, encoding="utf-8").read())
@@ -158,7 +159,7 @@ def test_every_tool_the_docs_name_exists_and_runs_as_documented():
         assert 'if __name__ == "__main__":' in source, f"`python -m {module}` would do nothing"
     named = set()
     for doc in DOCS:
-        for match in re.finditer(r"python -m ((?:bert_tf|data_gen|export)\.[\w.]+)", read(doc)):
+        for match in re.finditer(r"python -m ((?:bert_tf|bert_tf_experiments|data_gen|export)\.[\w.]+)", read(doc)):
             module = match.group(1).rstrip(".")
             assert os.path.exists(os.path.join(ROOT, module.replace(".", os.sep) + ".py")), (doc, module)
             named.add(module)
