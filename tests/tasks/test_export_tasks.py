@@ -139,9 +139,12 @@ def _reference_tags(model, tokenizer, words, tags, seq, stride):
     return out
 
 
-def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
+@pytest.mark.parametrize("probe", [None, "weighted_sum_all"], ids=["fine-tuned", "feature-based probe"])
+def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path, probe):
+    """The tagger export of a fine-tuned tagger, and of run_ner --feature_based's probe (frozen encoder, scalar mix,
+    BiLSTMs), which task.json's feature_based and lstm_units rebuild."""
     from bert_tf.tasks.tagging import NerOptions
-    from bert_tf.models import BertEncoder, BertTokenClassifier
+    from bert_tf.models import BertEncoder, BertFeatureTagger, BertTokenClassifier
     from bert_tf.tasks import get_task, ner, task_info
     from bert_tf.tasks.tag_features import SentenceEncoder
     from bert_tf.tokenization import FullTokenizer
@@ -150,12 +153,20 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path):
     vocab = os.path.join(minilm_dir, "vocab.txt")
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     texts = ["John Smith lives in Paris .", "Zoë went to Ünterwald , then home", "", LONG.replace(".", " .")]
-    model = BertTokenClassifier(BertEncoder(_config()), num_classes=len(tags))
+    if probe:
+        model = BertFeatureTagger(BertEncoder(_config()), num_classes=len(tags), combination=probe, lstm_units=8)
+        (gamma,) = [w for w in model.combine.weights if w.path.endswith("gamma")]
+        gamma.assign(3.0)  # the mix's scale, which the export must carry
+    else:
+        model = BertTokenClassifier(BertEncoder(_config()), num_classes=len(tags))
     _sharpen(model.head)
     task = get_task("conll2003")
+    probe_fields = {"feature_based": probe, "lstm_units": 8} if probe else {}
     directory = _model_dir(tmp_path, model, type(task)(**{**task.__dict__, "labels": tuple(tags)}),
-                           NerOptions(max_seq_length=24, doc_stride=8), vocab, {"doc_stride": 8})
-    assert task_info.read(str(directory)).doc_stride == 8
+                           NerOptions(max_seq_length=24, doc_stride=8, **probe_fields), vocab,
+                           {"doc_stride": 8, **probe_fields})
+    info = task_info.read(str(directory))
+    assert info.doc_stride == 8 and (info.feature_based, info.lstm_units) == ((probe, 8) if probe else (None, None))
     export("tagger", str(tmp_path / "tagger"), model_dir=str(directory))  # the stride comes from task.json
     served, copy = _load_elsewhere(tmp_path / "tagger", tmp_path, "serving_default", {"text": texts})
     tokenizer = FullTokenizer(vocab)
