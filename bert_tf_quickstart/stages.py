@@ -112,6 +112,8 @@ class Stages:
                    if before.get(k) != now.get(k)]
         if changed:
             return ", ".join(changed)
+        if old.get("after_stage") != record["after_stage"]:  # another version of the program ordered it otherwise
+            return f"it now follows {record['after_stage']}, not {old.get('after_stage')}"
         return f"{record['after_stage']} changed"
 
 

@@ -195,6 +195,11 @@ def test_a_stage_reruns_with_the_stages_after_it_when_what_it_depends_on_changes
     os.remove(tmp_path / "first" / "STAGE.json")  # made by a version that recorded no inputs: redone; the same
     stages, out = pipeline(a=2, b=2)                 # inputs give the same key, so the stages after it stand
     assert calls == ["first"] and "[first] redoing it: nothing records what it was made from" in out
+    calls.clear()
+    stages = Stages(str(tmp_path), False)  # a version of the pipeline without the second stage
+    for name, inputs in (("first", {"a": 2}), ("third", {})):
+        stages.run(name, inputs, lambda d, name=name: calls.append(name) or {"n": len(calls)}, lambda f: "")
+    assert calls == ["third"] and "[third] redoing it: it now follows first, not second\n" in capsys.readouterr().out
 
 
 def test_each_option_keys_exactly_the_stages_whose_output_it_changes(tmp_path):
