@@ -7,7 +7,7 @@ import os
 import re
 
 from bert_tf import staging
-from bert_tf.checkpoints.hf import load_hf, save_hf
+from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
 from bert_tf.checkpoints.original import load_original, save_original
 
 FORMATS = {"original": "original TF1 checkpoint", "keras": "Keras model", "hf": "HF transformers directory"}
@@ -35,8 +35,8 @@ def output_format(output) -> tuple[str, str]:
 
 def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None):
     """Loads `input_path` (an original checkpoint, or an HF directory: `input_format` "auto" tells them apart by
-    model.safetensors) and writes it in the format `output` names (`output_format`); returns (format, path
-    written). The library function behind convert_checkpoint."""
+    model.safetensors or its shards' index) and writes it in the format `output` names (`output_format`); returns
+    (format, path written). The library function behind convert_checkpoint."""
     fmt, target = output_format(output)
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise ValueError(f"--vocab_file={vocab_file}: no such file")
@@ -45,7 +45,7 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
                          "directory to keep one beside the weights")
     input_path = os.fspath(input_path)
     if input_format == "auto":
-        is_hf = os.path.exists(os.path.join(input_path, "model.safetensors")) or input_path.endswith(".safetensors")
+        is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
         input_format = "hf" if is_hf else "original"
     source_dir = input_path if os.path.isdir(input_path) else os.path.dirname(input_path)
     if input_format == "hf":

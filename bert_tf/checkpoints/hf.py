@@ -1,7 +1,9 @@
-"""The HF transformers format: a directory with `model.safetensors` and `config.json`, read and written."""
+"""The HF transformers format: a directory with `model.safetensors` (or shards and their index, read) and
+`config.json`, read and written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -13,28 +15,55 @@ from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 
 
-def _hf_files(path: str) -> tuple[str, str]:
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint: {"weight_map": {tensor: shard file}}
+
+
+def is_hf_directory(path: str) -> bool:
+    """Whether `path` is a directory of HF weights: `model.safetensors`, or shards listed by `INDEX`."""
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path) and any(tf.io.gfile.exists(os.path.join(path, name))
+                                           for name in ("model.safetensors", INDEX))
+
+
+def _hf_files(path: str) -> tuple[list[str], str]:
+    """(the safetensors files holding the weights, config.json) of an HF directory or of one of its files."""
     path = os.fspath(path)
     directory = path if os.path.isdir(path) else os.path.dirname(path)
-    weights = path if path.endswith(".safetensors") else os.path.join(directory, "model.safetensors")
     config = os.path.join(directory, "config.json")
-    for needed, what in ((weights, "model.safetensors"), (config, "config.json")):
+    single, index = os.path.join(directory, "model.safetensors"), os.path.join(directory, INDEX)
+    if path.endswith(".safetensors") or os.path.exists(single) or not os.path.exists(index):
+        weights = [path if path.endswith(".safetensors") else single]
+    else:
+        try:
+            with open(index, encoding="utf-8") as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' ({e})") from None
+        weights = [os.path.join(directory, shard) for shard in shards]
+        missing = [shard for shard, file in zip(shards, weights) if not os.path.exists(file)]
+        if missing:
+            raise CheckpointError(f"{index} lists {len(shards)} shards; not found beside it: {', '.join(missing)}")
+    for needed, what in ((weights[0], "model.safetensors"), (config, "config.json")):
         if not os.path.exists(needed):
             raise CheckpointError(f"{path}: {what} not found; pass a directory with config.json and "
-                                  "model.safetensors (HF format)")
+                                  f"model.safetensors or a sharded {INDEX} (HF format)")
     return weights, config
 
 
 def read_hf(path: str) -> dict[str, np.ndarray]:
-    """The tensors of an HF `model.safetensors`, with the `bert.` prefix of HF task models removed."""
+    """The tensors of an HF checkpoint (one `model.safetensors`, or every shard its index lists), with the `bert.`
+    prefix of HF task models removed."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     weights, _ = _hf_files(path)
-    try:
-        tensors = load_file(weights)
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{weights}: unreadable safetensors file ({e})") from None
+    tensors = {}
+    for file in weights:
+        try:
+            tensors.update(load_file(file))
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{file}: unreadable safetensors file ({e})") from None
     return {name.removeprefix("bert."): value for name, value in tensors.items()}
 
 
@@ -55,7 +84,8 @@ def restore_hf(model, path: str, heads_required: bool = True) -> dict:
 
 
 def load_hf(path: str, model: str = "encoder"):
-    """Builds a `BertEncoder` (or `BertPretrainer`) from an HF directory with `config.json` + `model.safetensors`.
+    """Builds a `BertEncoder` (or `BertPretrainer`) from an HF directory: `config.json` + `model.safetensors` or
+    its shards.
 
     The HF config's `hidden_act: "gelu"` is the exact erf GELU, and so is the loaded model.
     """

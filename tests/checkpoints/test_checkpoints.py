@@ -104,6 +104,36 @@ def test_real_weights_match_hf_transformers(minilm_dir):
     assert padded_err < PADDED_UNITS * padded_unit
 
 
+@pytest.mark.reference
+def test_sharded_hf_checkpoints_load_as_the_whole_one(minilm_dir, tmp_path):
+    """transformers' own sharded save (model.safetensors.index.json + shards) of the real weights loads into the
+    same encoder, weight for weight, as the single file, by load_hf, restore_weights (--init_checkpoint) and
+    convert; an index whose shard is missing, or that is not an index, is one clear error."""
+    sharded = tmp_path / "sharded"
+    transformers.BertModel.from_pretrained(minilm_dir).save_pretrained(sharded, max_shard_size="30MB")
+    shards = sorted(p.name for p in sharded.glob("model-*.safetensors"))
+    assert len(shards) >= 3 and not (sharded / "model.safetensors").exists()
+    whole = checkpoints.load_hf(minilm_dir)
+    initialised = BertEncoder(whole.bert_config)
+    checkpoints.restore_weights(initialised, str(sharded))  # --init_checkpoint=<the sharded directory>
+    for loaded in (checkpoints.load_hf(sharded), initialised):
+        for ours, theirs in zip(loaded.weights, whole.weights):
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    fmt, path = checkpoints.convert(str(sharded), str(tmp_path / "converted.ckpt"))
+    assert fmt == "original"
+    restored = BertEncoder(whole.bert_config)
+    checkpoints.restore_weights(restored, path)
+    for ours, theirs in zip(restored.weights, whole.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    (sharded / shards[1]).unlink()
+    with pytest.raises(CheckpointError, match=rf"model.safetensors.index.json lists {len(shards)} shards; not found "
+                                              rf"beside it: {shards[1]}"):
+        checkpoints.load_hf(sharded)
+    (sharded / "model.safetensors.index.json").write_text("[]")
+    with pytest.raises(CheckpointError, match="not a safetensors index with a 'weight_map'"):
+        checkpoints.load_hf(sharded)
+
+
 def expected_original_names(layers):
     """The variable names google-research/bert's modeling.py creates (see ARCHITECTURE.md, checkpoint contract)."""
     names = [f"bert/embeddings/{n}" for n in ("word_embeddings", "token_type_embeddings", "position_embeddings",
