@@ -68,7 +68,9 @@ def read_hf(path: str) -> dict[str, np.ndarray]:
 
 
 def restore_hf(model, path: str, heads_required: bool = True) -> dict:
-    """Loads HF safetensors weights into an existing model; returns {'loaded': n, 'skipped': [names]}."""
+    """Loads HF safetensors weights into an existing model; returns {'loaded': n, 'skipped': [names]}. The
+    directory's config.json must be a BERT one: RoBERTa's weights carry BERT's names and would load silently."""
+    BertConfig.from_json_file(_hf_files(path)[1])  # ConfigError for another model_type, naming it
     tensors = read_hf(path)
 
     def lookup(name):

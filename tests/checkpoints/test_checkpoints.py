@@ -289,3 +289,27 @@ def test_bad_paths_are_clear(tiny_config, tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="unreadable safetensors"):
         checkpoints.load_hf(tmp_path)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("family", ["roberta", "distilbert"])
+def test_hf_checkpoints_of_another_architecture_are_refused_with_the_reason(tmp_path, family):
+    """A RoBERTa or DistilBERT directory saved by transformers itself looks like a BERT one (config.json +
+    model.safetensors); loading, initialising from or converting it is one error naming its model_type. RoBERTa's
+    tensors carry BERT's names and, with type_vocab_size=2, BERT's shapes: only the config tells them apart."""
+    sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                 max_position_embeddings=64)
+    config = {"roberta": transformers.RobertaConfig(**sizes, type_vocab_size=2),
+              "distilbert": transformers.DistilBertConfig(**sizes, dim=32, n_layers=1, n_heads=2, hidden_dim=64)}
+    transformers.AutoModel.from_config(config[family]).save_pretrained(tmp_path / family)
+    message = rf"model_type='{family}' is not a BERT config \(expected 'bert'\)"
+    with pytest.raises(Exception, match=message):
+        checkpoints.load_hf(tmp_path / family)
+    encoder = BertEncoder(BertConfig(**sizes))
+    before = [w.numpy().copy() for w in encoder.weights]
+    with pytest.raises(Exception, match=message):  # --init_checkpoint=<the directory>
+        checkpoints.restore_weights(encoder, str(tmp_path / family))
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, encoder.weights))
+    with pytest.raises(Exception, match=message):
+        checkpoints.convert(str(tmp_path / family), str(tmp_path / "out.ckpt"))
+    assert not (tmp_path / "out.ckpt.index").exists()
