@@ -46,6 +46,7 @@ def minilm_dir():
 LONG_TESTS = {
     "test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skips_them": 175,
     "test_run_classifier_cli_from_real_weights_beats_random_weights": 120,
+    "test_ablations_run_every_table_5_row_then_reuse_them": 90,
     "test_squad_2_searches_and_saves_the_null_threshold": 95,
     "test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one": 90,
     "test_run_squad_cli_learns_a_span_task": 70,
