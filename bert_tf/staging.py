@@ -91,6 +91,32 @@ def write_json(path, data) -> None:
     write_text(path, json_text(data))
 
 
+@contextlib.contextmanager
+def staged_directory(directory, last: tuple[str, ...] = ()):
+    """Yields a temporary directory beside `directory` for the block to fill. When the block ends without an
+    error, its files go to `directory`: the whole directory renamed into place when none is there, else file by
+    file over what is there, the names in `last` after the others (so that a reader who trusts those files never
+    finds them beside the old ones). The temporary directory is removed either way; so are those of killed
+    writers of `directory`, first."""
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise FileExistsError(f"{directory}: exists and is not a directory")
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    remove_stale(directory)
+    tmp = staging_name(directory)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        yield tmp
+        if not os.path.exists(directory):
+            os.rename(tmp, directory)
+        else:
+            for filename in sorted(os.listdir(tmp), key=lambda f: f in last):
+                os.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def copy_file(source, path) -> None:
     """A copy of `source` put at `path` atomically."""
     with staged_file(path) as tmp:

@@ -120,24 +120,11 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
             name = "bert." + name
         value = np.asarray(slot.variable.numpy(), dtype=np.float32)
         tensors[name] = np.ascontiguousarray(value.T if slot.transpose_hf else value)
-    directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise CheckpointError(f"{directory}: exists and is not a directory; an HF model is a directory")
-    os.makedirs(os.path.dirname(directory), exist_ok=True)
-    staging.remove_stale(directory)  # what killed writers of this directory left
-    tmp = staging.staging_name(directory)
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    with staging.staged_directory(directory, last=("config.json",)) as tmp:
         save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
         model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
-        if not os.path.exists(directory):
-            os.rename(tmp, directory)
-        else:
-            for filename in sorted(os.listdir(tmp), key=lambda f: f == "config.json"):
-                os.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return directory
+    return os.path.abspath(os.fspath(directory))
