@@ -1,5 +1,5 @@
-"""Conversion between the formats: original TF1 checkpoints, HF directories and Keras `.keras` files, the output's
-format named by its path (`output_format`)."""
+"""Conversion between the formats: original TF1 checkpoints, HF directories, keras-hub presets and Keras `.keras`
+files; the input's format detected, the output's named by its path or given (`output_format`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,28 @@ import re
 
 from bert_tf import staging
 from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
+from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_keras_hub
+from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.original import load_original, save_original
 
-FORMATS = {"original": "original TF1 checkpoint", "keras": "Keras model", "hf": "HF transformers directory"}
+FORMATS = {"original": "original TF1 checkpoint", "keras": "Keras model", "hf": "HF transformers directory",
+           "keras_hub": "keras-hub preset"}
 
 
-def output_format(output) -> tuple[str, str]:
-    """('original' | 'keras' | 'hf', the path to write) for an --output value; a name that says none is an error."""
+def output_format(output, fmt: str = "auto") -> tuple[str, str]:
+    """(one of FORMATS, the path to write) for an --output value and --output_format (`auto`: the name says it; a
+    name that says none is an error listing the formats; a keras-hub preset, a directory, must be asked for)."""
     output = os.fspath(output)
+    if fmt not in ("auto", *FORMATS):
+        raise ValueError(f"--output_format={fmt}: expected auto or one of {', '.join(FORMATS)}")
+    if fmt == "keras_hub":
+        if os.path.exists(output) and not os.path.isdir(output):
+            raise ValueError(f"--output={output}: a keras-hub preset is a directory; give a directory name")
+        return fmt, output
+    if fmt == "original" and not re.search(r"\.ckpt(-\d+)?$", output):
+        raise ValueError(f"--output={output}: an original checkpoint is named PREFIX.ckpt")
+    if fmt == "keras" and not output.endswith(".keras"):
+        raise ValueError(f"--output={output}: Keras saves a model only to a name ending in .keras")
     if re.search(r"\.ckpt(-\d+)?$", output):
         return "original", output
     if output.endswith(".keras"):
@@ -30,28 +44,49 @@ def output_format(output) -> tuple[str, str]:
     if not os.path.exists(output) and not os.path.splitext(os.path.basename(output))[1]:
         return "hf", output  # a new name without an extension: the HF directory to create
     raise ValueError(f"--output={output}: the name does not say what to write; end it in .ckpt (original TF1 "
-                     "checkpoint), .keras (Keras model) or / or model.safetensors (HF directory)")
+                     "checkpoint), .keras (Keras model) or / or model.safetensors (HF directory), or give "
+                     f"--output_format (one of {', '.join(FORMATS)})")
 
 
-def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None):
-    """Loads `input_path` (an original checkpoint, or an HF directory: `input_format` "auto" tells them apart by
-    model.safetensors or its shards' index) and writes it in the format `output` names (`output_format`); returns
-    (format, path written). The library function behind convert_checkpoint."""
-    fmt, target = output_format(output)
+INPUT_FORMATS = ("auto", "original", "hf", "keras_hub")
+
+
+def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None,
+            output_format_name="auto"):
+    """Loads `input_path` (an original checkpoint, an HF directory, or a keras-hub preset or .weights.h5;
+    `input_format` "auto" tells them apart by their files) and writes it in the format `output` names or
+    `output_format_name` gives (`output_format`); returns (format, path written). The library function behind
+    convert_checkpoint."""
+    fmt, target = output_format(output, output_format_name)
+    if fmt == "keras_hub" and model != "encoder":
+        raise CheckpointError(f"--model={model}: a keras-hub preset written here holds the encoder (BertBackbone) "
+                              "only; convert with --model=encoder")
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise ValueError(f"--vocab_file={vocab_file}: no such file")
-    if vocab_file is not None and fmt == "keras":
-        raise ValueError(f"--vocab_file={vocab_file}: a .keras file holds no vocabulary; write a .ckpt or an HF "
-                         "directory to keep one beside the weights")
+    if vocab_file is not None and fmt in ("keras", "keras_hub"):
+        what = {"keras": "a .keras file", "keras_hub": "a keras-hub preset written here"}[fmt]
+        raise ValueError(f"--vocab_file={vocab_file}: {what} holds no vocabulary; write a .ckpt or an HF directory "
+                         "to keep one beside the weights")
     input_path = os.fspath(input_path)
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"--input_format={input_format}: expected one of {', '.join(INPUT_FORMATS)}")
     if input_format == "auto":
-        is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
-        input_format = "hf" if is_hf else "original"
+        if is_keras_hub(input_path):
+            input_format = "keras_hub"
+        else:
+            is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
+            input_format = "hf" if is_hf else "original"
     source_dir = input_path if os.path.isdir(input_path) else os.path.dirname(input_path)
-    if input_format == "hf":
-        if bert_config_file:
-            raise ValueError(f"--bert_config_file={bert_config_file}: an HF input is read with its own config.json; "
-                             "drop the flag (it is for original checkpoints)")
+    if input_format in ("hf", "keras_hub") and bert_config_file:
+        what = {"hf": "an HF input", "keras_hub": "a keras-hub preset"}[input_format]
+        raise ValueError(f"--bert_config_file={bert_config_file}: {what} is read with its own config.json; drop the "
+                         "flag (it is for original checkpoints)")
+    if input_format == "keras_hub":
+        if model != "encoder":
+            raise CheckpointError(f"--model={model}: a keras-hub BertBackbone has no pretraining heads; convert it "
+                                  "with --model=encoder")
+        built = load_keras_hub(input_path)
+    elif input_format == "hf":
         built = load_hf(input_path, model=model)
     else:
         config = bert_config_file or os.path.join(source_dir, "bert_config.json")
@@ -65,6 +100,8 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
             built.save(tmp)
     elif fmt == "hf":
         save_hf(built, target, vocab_file)
+    elif fmt == "keras_hub":
+        save_keras_hub(built, target)
     else:
         save_original(built, target)
         out_dir = os.path.dirname(os.path.abspath(target))

@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.checkpoints.hf import is_hf_directory, restore_hf
+from bert_tf.checkpoints.kerashub import is_keras_hub, restore_keras_hub
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.original import restore_original
 
@@ -49,10 +50,14 @@ def restore_fitting(restore, path: str, explain):
 
 def restore_weights(model, path: str) -> str:
     """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
-    (google-research/bert names), an HF directory (config.json + model.safetensors or its shards), or one written by
-    `bert_tf.training.train`. A checkpoint of another model type (a pretraining checkpoint for a classifier) gives
-    its encoder; heads that the checkpoint lacks keep their fresh initialisation. Optimizer state and step are
-    ignored (`--init_checkpoint`). Returns the checkpoint used."""
+    (google-research/bert names), an HF directory (config.json + model.safetensors or its shards), a keras-hub
+    BertBackbone preset, or one written by `bert_tf.training.train`. A checkpoint of another model type (a
+    pretraining checkpoint for a classifier) gives its encoder; heads that the checkpoint lacks keep their fresh
+    initialisation. Optimizer state and step are ignored (`--init_checkpoint`). Returns the checkpoint used."""
+    if is_keras_hub(path):
+        restore_keras_hub(model, path)
+        logging.info("initialised weights from %s", path)
+        return path
     if is_hf_directory(path):
         restore_hf(model, path, heads_required=False)
         logging.info("initialised weights from %s", path)

@@ -1,0 +1,175 @@
+"""keras-hub's BERT, `keras_hub.models.BertBackbone`, read and written: a preset directory (`save_to_preset`:
+`config.json` + `model.weights.h5`), or a `.weights.h5` file with the backbone's `config.json` beside it.
+
+keras-hub reads and writes its own files (it is imported here only, when one of these functions runs); this module
+maps the tensors. keras-hub keeps the attention projections per head ([H, heads, H/heads] kernels) where the
+original keeps [H, H]; everything else has the original's shapes. keras-hub's BertBackbone computes the tanh GELU
+with LayerNorm epsilon 1e-12, as the original code: a model with the exact erf GELU (HF weights) is refused rather
+than written into a backbone that would compute something else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from bert_tf import staging
+from bert_tf.checkpoints.names import CheckpointError, assign, variable_map
+from bert_tf.config import BertConfig
+from bert_tf.models import BertEncoder
+
+PRESET_WEIGHTS = "model.weights.h5"
+# keras-hub's variable path -> the original TF1 name (per layer: `{i}` is the layer's index)
+_EMBEDDINGS = {"token_embedding/embeddings": "bert/embeddings/word_embeddings",
+               "position_embedding/embeddings": "bert/embeddings/position_embeddings",
+               "segment_embedding/embeddings": "bert/embeddings/token_type_embeddings",
+               "embeddings_layer_norm/gamma": "bert/embeddings/LayerNorm/gamma",
+               "embeddings_layer_norm/beta": "bert/embeddings/LayerNorm/beta",
+               "pooled_dense/kernel": "bert/pooler/dense/kernel", "pooled_dense/bias": "bert/pooler/dense/bias"}
+_LAYER = {"self_attention_layer/query/{p}": "attention/self/query/{p}",
+          "self_attention_layer/key/{p}": "attention/self/key/{p}",
+          "self_attention_layer/value/{p}": "attention/self/value/{p}",
+          "self_attention_layer/attention_output/{p}": "attention/output/dense/{p}",
+          "self_attention_layer_norm/{n}": "attention/output/LayerNorm/{n}",
+          "feedforward_intermediate_dense/{p}": "intermediate/dense/{p}",
+          "feedforward_output_dense/{p}": "output/dense/{p}",
+          "feedforward_layer_norm/{n}": "output/LayerNorm/{n}"}
+
+
+def _names(layers: int) -> dict[str, str]:
+    names = dict(_EMBEDDINGS)
+    for i in range(layers):
+        for theirs, ours in _LAYER.items():
+            for p, n in (("kernel", "gamma"), ("bias", "beta")):
+                names[f"transformer_layer_{i}/{theirs.format(p=p, n=n)}"] = \
+                    f"bert/encoder/layer_{i}/{ours.format(p=p, n=n)}"
+    return names
+
+
+def _keras_hub():
+    try:
+        import keras_hub
+    except ImportError:
+        raise CheckpointError("keras-hub presets are read and written with keras-hub itself: pip install "
+                              "keras-hub==0.32.0") from None
+    return keras_hub
+
+
+def is_keras_hub(path: str) -> bool:
+    """Whether `path` is a keras-hub preset directory or a `.weights.h5` file (by keras-hub's config.json)."""
+    path = os.fspath(path)
+    if path.endswith(".weights.h5"):
+        return True
+    config = os.path.join(path, "config.json")
+    if not os.path.isdir(path) or not os.path.isfile(config):
+        return False
+    try:
+        with open(config, encoding="utf-8") as f:
+            return str(json.load(f).get("module", "")).startswith("keras_hub")
+    except (json.JSONDecodeError, OSError, AttributeError):
+        return False
+
+
+def _backbone(path: str):
+    """The keras-hub backbone saved at `path` (a preset directory, or a .weights.h5 with config.json beside it)."""
+    import keras
+
+    keras_hub = _keras_hub()
+    path = os.fspath(path)
+    directory = os.path.dirname(path) if path.endswith(".weights.h5") else path
+    weights = path if path.endswith(".weights.h5") else os.path.join(path, PRESET_WEIGHTS)
+    for needed in (os.path.join(directory, "config.json"), weights):
+        if not os.path.isfile(needed):
+            raise CheckpointError(f"{path}: {os.path.basename(needed)} not found; pass a keras-hub preset directory "
+                                  "(save_to_preset) or a .weights.h5 with the backbone's config.json beside it")
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    if config.get("class_name") != "BertBackbone":
+        raise CheckpointError(f"{path}: a keras-hub {config.get('class_name')} preset, not BertBackbone (BERT); "
+                              "only BERT converts")
+    backbone = keras.saving.deserialize_keras_object(config)
+    try:
+        backbone.load_weights(weights)
+    except (ValueError, OSError) as e:
+        raise CheckpointError(f"{weights}: does not fit the BertBackbone of its config.json "
+                              f"({str(e).splitlines()[0][:200]})") from None
+    if not isinstance(backbone, keras_hub.models.BertBackbone):
+        raise CheckpointError(f"{path}: not a keras-hub BertBackbone")
+    return backbone
+
+
+def read_keras_hub(path: str) -> tuple[BertConfig, dict[str, np.ndarray]]:
+    """(the config, {original TF1 name: array}) of a keras-hub BertBackbone (see the module docstring for
+    `path`)."""
+    backbone = _backbone(path)
+    c = backbone.get_config()
+    config = BertConfig(vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"],
+                        num_hidden_layers=c["num_layers"], num_attention_heads=c["num_heads"],
+                        intermediate_size=c["intermediate_dim"], hidden_act="gelu_tanh",
+                        hidden_dropout_prob=c["dropout"], attention_probs_dropout_prob=c["dropout"],
+                        max_position_embeddings=c["max_sequence_length"], type_vocab_size=c["num_segments"])
+    h, names, tensors = config.hidden_size, _names(config.num_hidden_layers), {}
+    for weight in backbone.weights:
+        if weight.path not in names:
+            raise CheckpointError(f"{path}: unexpected keras-hub variable {weight.path}")
+        value = np.asarray(weight.numpy())
+        if value.ndim == 3:  # per-head attention kernels: [H, heads, H/heads] or [heads, H/heads, H] -> [H, H]
+            value = value.reshape(h, h)
+        elif value.ndim == 2 and "self_attention_layer/" in weight.path:  # per-head biases [heads, H/heads]
+            value = value.reshape(h)
+        tensors[names[weight.path]] = value
+    return config, tensors
+
+
+def load_keras_hub(path: str) -> BertEncoder:
+    """A `BertEncoder` with the weights of a keras-hub BertBackbone (see the module docstring for `path`)."""
+    config, tensors = read_keras_hub(path)
+    encoder = BertEncoder(config)
+    assign(variable_map(encoder), tensors.get, os.fspath(path), "transpose_original")
+    return encoder
+
+
+def restore_keras_hub(model, path: str) -> dict:
+    """Initialises `model`'s encoder from a keras-hub BertBackbone (`--init_checkpoint`); its heads keep their
+    initialisation. A model whose config computes another GELU than the backbone's tanh one is refused."""
+    config, tensors = read_keras_hub(path)
+    hidden_act = getattr(model, "encoder", model).bert_config.hidden_act
+    if hidden_act != config.hidden_act:
+        raise CheckpointError(f"{path}: keras-hub's BertBackbone computes the tanh GELU ('gelu_tanh'), the model's "
+                              f"config has hidden_act={hidden_act!r}; set hidden_act to gelu_tanh")
+    return assign(variable_map(model, heads_required=False), tensors.get, os.fspath(path), "transpose_original")
+
+
+def save_keras_hub(encoder: BertEncoder, directory: str) -> str:
+    """Writes `encoder` as a keras-hub preset directory that `keras_hub.models.BertBackbone.from_preset(directory)`
+    loads. Refused for what BertBackbone cannot compute: the erf GELU, causal attention, another LayerNorm
+    epsilon."""
+    keras_hub = _keras_hub()
+    config = encoder.bert_config
+    problems = []
+    if config.hidden_act != "gelu_tanh":
+        problems.append(f"hidden_act={config.hidden_act!r} (BertBackbone computes the tanh GELU, 'gelu_tanh'; an "
+                        "HF model's erf GELU would change every output)")
+    if config.causal_attention:
+        problems.append("causal_attention=true (BertBackbone attends both ways)")
+    if config.layer_norm_eps != 1e-12:
+        problems.append(f"layer_norm_eps={config.layer_norm_eps} (BertBackbone uses 1e-12)")
+    if config.hidden_dropout_prob != config.attention_probs_dropout_prob:
+        problems.append("hidden_dropout_prob != attention_probs_dropout_prob (BertBackbone has one dropout)")
+    if problems:
+        raise CheckpointError(f"{directory}: keras-hub's BertBackbone cannot hold this model: {'; '.join(problems)}")
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob, max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size)
+    ours = {slot.name: slot.variable.numpy().T if slot.transpose_original else slot.variable.numpy()
+            for slot in variable_map(encoder)}
+    names = _names(config.num_hidden_layers)
+    for weight in backbone.weights:
+        weight.assign(ours[names[weight.path]].reshape(tuple(weight.shape)))
+    with staging.staged_directory(directory, last=("config.json",)) as tmp:
+        backbone.save_to_preset(tmp)
+    return os.path.abspath(os.fspath(directory))
