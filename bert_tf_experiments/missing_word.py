@@ -22,8 +22,12 @@ def missing_word_examples(documents, count: int, seed: int, prefix: str) -> list
     candidates = [(d, i) for d in documents for i, s in enumerate(d) if MIN_WORDS <= len(s.split()) <= MAX_WORDS]
     if not candidates:
         raise ValueError(f"no sentence of {MIN_WORDS}-{MAX_WORDS} words to ask about: the corpus is too small")
-    paragraphs = []
+    paragraphs, tries = [], 0
     while len(paragraphs) < count:
+        tries += 1
+        if tries > 100 * count:  # a corpus whose sentences repeat their words, or hold none of three letters
+            raise ValueError(f"only {len(paragraphs)} of {count} missing_word questions found in {tries - 1} tries: "
+                             "too few sentences with a word that appears once in its context")
         document, i = rng.choice(candidates)
         first = max(0, i - rng.randint(0, 2))
         sentences = [" ".join(s.split()) for s in document[first:first + 3]]

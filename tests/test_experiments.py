@@ -161,3 +161,13 @@ def test_missing_word_answers_are_in_their_context_and_run_squad_reads_them_all(
     examples, _ = squad.read_examples(path, is_training=True, version_2=False)
     assert len(examples) == 300 and all(e.answer_text == p["qas"][0]["answers"][0]["text"]
                                         for e, p in zip(examples, paragraphs))
+
+
+def test_missing_word_refuses_a_corpus_without_questions_instead_of_looping():
+    from bert_tf_experiments.missing_word import missing_word_examples
+
+    documents = [["the the the the the the .", "a b c d e f"]] * 3  # no word of three letters appearing once
+    with pytest.raises(ValueError, match="only 0 of 5 missing_word questions found in 500 tries"):
+        missing_word_examples(documents, 5, seed=1, prefix="dev")
+    with pytest.raises(ValueError, match="no sentence of 5-14 words to ask about"):
+        missing_word_examples([["too short", "also short"]], 5, seed=1, prefix="dev")
