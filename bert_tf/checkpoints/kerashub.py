@@ -87,8 +87,9 @@ def _backbone(path: str):
     with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     if config.get("class_name") != "BertBackbone":
-        raise CheckpointError(f"{path}: a keras-hub {config.get('class_name')} preset, not BertBackbone (BERT); "
-                              "only BERT converts")
+        what = (f"a keras-hub {config.get('class_name')} preset" if str(config.get("module", "")).startswith(
+            "keras_hub") else "not a keras-hub preset (its config.json names no keras-hub class)")
+        raise CheckpointError(f"{path}: {what}, not BertBackbone (BERT); only BERT converts")
     backbone = keras.saving.deserialize_keras_object(config)
     try:
         backbone.load_weights(weights)
