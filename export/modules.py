@@ -2,7 +2,7 @@
 families in `bert_tf.tasks`, the TF-Hub-style text preprocessor is `bert_tf.serving.Preprocessor`.
 
 - `EncoderModule`: TF-Hub-style encoder on the three inputs -> `sequence_output`, `pooled_output`,
-  `encoder_outputs`.
+  `encoder_outputs`; fine-tunable through Keras 3's TFSMLayer and TF Hub's reusable-SavedModel API.
 - `MaskedLMModule`: `text` with `[MASK]` written where a word piece is wanted -> the `top_k` most probable pieces
   and their probabilities for every mask (dense: padded with "" / 0, with `num_masks`).
 - `MaskedLMSubModule`: the TF-Hub encoder's optional `mlm` sub-object.
@@ -18,17 +18,45 @@ from bert_tf.serving import hold, string_spec
 from bert_tf.tokenization import pack_inputs_graph
 
 
+ENCODER_INPUTS = {key: tf.TensorSpec([None, None], tf.int32, name=key)
+                  for key in ("input_word_ids", "input_mask", "input_type_ids")}
+
+
 class EncoderModule(tf.Module):
-    """The encoder with the TF-Hub BERT signature: int32 `input_word_ids`, `input_mask`, `input_type_ids`."""
+    """The encoder with the TF-Hub BERT signature (int32 `input_word_ids`, `input_mask`, `input_type_ids`), and
+    fine-tunable from the SavedModel:
+
+    - `serve` (also the `serving_default` signature) and `serve_training`, the same function with dropout on: the
+      call and training endpoints of Keras 3's `TFSMLayer(path, call_endpoint="serve",
+      call_training_endpoint="serve_training", trainable=True)`;
+    - TF Hub's reusable-SavedModel API for `hub.KerasLayer(path, trainable=True)`: `__call__(inputs, training)`
+      with a Model Garden encoder's outputs (`sequence_output`, `pooled_output`, `default`, `encoder_outputs` as a
+      list), `variables`, `trainable_variables` and `regularization_losses` (none: BERT has no weight penalty in
+      the graph; AdamW's decay is the optimizer's).
+    """
+
+    # tf.Module computes these from its attributes; a reusable SavedModel stores them as lists (set in __init__).
+    variables = trainable_variables = None
 
     def __init__(self, encoder, name="encoder"):
         super().__init__(name=name)
         hold(self, "encoder", encoder)
+        self.serve = tf.function(lambda inputs: self._flat(inputs, False), input_signature=[ENCODER_INPUTS])
+        self.serve_training = tf.function(lambda inputs: self._flat(inputs, True), input_signature=[ENCODER_INPUTS])
+        self.__call__ = tf.function(self._call)
+        traced = [self.__call__.get_concrete_function(ENCODER_INPUTS, training=training) for training in (False, True)]
+        traced += [self.serve.get_concrete_function(), self.serve_training.get_concrete_function()]
+        self.variables = list({id(v): v for f in traced for v in f.variables}.values())
+        self.trainable_variables = list({id(v): v for f in traced for v in f.trainable_variables}.values())
+        self.regularization_losses = []
 
-    @tf.function(input_signature=[{key: tf.TensorSpec([None, None], tf.int32, name=key)
-                                   for key in ("input_word_ids", "input_mask", "input_type_ids")}])
-    def serve(self, inputs):
-        outputs = self.encoder(inputs)
+    def _call(self, inputs, training=False):
+        outputs = self.encoder(inputs, training=training)
+        return {"sequence_output": outputs["sequence_output"], "pooled_output": outputs["pooled_output"],
+                "default": outputs["pooled_output"], "encoder_outputs": list(outputs["encoder_outputs"])}
+
+    def _flat(self, inputs, training):
+        outputs = self.encoder(inputs, training=training)
         result = {"sequence_output": outputs["sequence_output"], "pooled_output": outputs["pooled_output"]}
         result.update({f"encoder_outputs_{i}": layer for i, layer in enumerate(outputs["encoder_outputs"])})
         return result
@@ -81,8 +109,8 @@ class MaskedLMSubModule(tf.Module):
     def __init__(self, pretrainer, name="mlm"):
         super().__init__(name=name)
         hold(self, "model", pretrainer)
-        spec = {key: tf.TensorSpec([None, None], tf.int32, name=key)
-                for key in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
+        spec = {**ENCODER_INPUTS, "masked_lm_positions": tf.TensorSpec([None, None], tf.int32,
+                                                                       name="masked_lm_positions")}
         self.__call__ = tf.function(self._call, input_signature=[spec])
 
     def _call(self, inputs):

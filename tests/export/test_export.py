@@ -190,6 +190,69 @@ def test_encoder_export_matches_keras_and_serves_predict_requests(minilm_dir, tm
     assert len([k for k in outputs if k.startswith("encoder_outputs_")]) == encoder.bert_config.num_hidden_layers
 
 
+def test_encoder_export_fine_tunes_in_keras_and_through_the_tf_hub_api(tiny_config, tmp_path):
+    """The encoder SavedModel as a trainable layer: Keras 3's TFSMLayer on `serve` / `serve_training` (gradients
+    reach every encoder weight), `SavedModelLayer` with AdamW learning a tiny task (a token present or not) whose
+    result reloads from .keras and exports with the same outputs, and TF Hub's reusable-SavedModel API."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import BertEncoder, checkpoints
+    from bert_tf.layers import SavedModelLayer
+    from export.exporting import export
+    from tests.conftest import make_batch
+
+    encoder = BertEncoder(tiny_config)
+    encoder(make_batch(tiny_config))
+    checkpoints.save_original(encoder, str(tmp_path / "bert_model.ckpt"))
+    tiny_config.to_json_file(str(tmp_path / "bert_config.json"))
+    path = str(tmp_path / "enc")
+    export("encoder", path, bert_config_file=str(tmp_path / "bert_config.json"),
+           init_checkpoint=str(tmp_path / "bert_model.ckpt"))
+    rng = np.random.default_rng(0)
+    x = make_batch(tiny_config, batch=64, seq=8, lengths=[8, 8, 6] * 21 + [8])
+    y = (rng.random(64) < 0.5).astype("int32")
+    x["input_word_ids"] = np.where(x["input_word_ids"] == 5, 6, x["input_word_ids"])
+    x["input_word_ids"][np.flatnonzero(y), rng.integers(0, 6, y.sum())] = 5  # label: is piece 5 there
+    n_weights = len(encoder.trainable_weights)
+
+    def classifier(layer_class):
+        inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in x}
+        layer = layer_class(path, call_endpoint="serve", call_training_endpoint="serve_training", trainable=True)
+        return keras.Model(inputs, keras.layers.Dense(2)(layer(inputs)["pooled_output"])), layer
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for layer_class, optimizer, epochs in ((keras.layers.TFSMLayer, keras.optimizers.SGD(0.1), 1),
+                                           (SavedModelLayer, keras.optimizers.AdamW(3e-3), 8)):
+        model, layer = classifier(layer_class)
+        assert len(layer.trainable_weights) == n_weights
+        before = [w.numpy().copy() for w in layer.trainable_weights]
+        model.compile(optimizer, loss)
+        history = model.fit(x, y, epochs=epochs, batch_size=16, verbose=0).history["loss"]
+        assert all((b != w.numpy()).any() for b, w in zip(before, layer.trainable_weights))
+    assert history[-1] < 0.5 * history[0], history
+    tuned = model.predict(x, verbose=0)
+    model.save(str(tmp_path / "tuned.keras"))
+    reloaded = keras.saving.load_model(str(tmp_path / "tuned.keras"), safe_mode=False)
+    np.testing.assert_array_equal(reloaded.predict(x, verbose=0), tuned)
+    model.export(str(tmp_path / "tuned"), verbose=False)
+    exported = tf.saved_model.load(str(tmp_path / "tuned"))
+    np.testing.assert_array_equal(exported.serve(x).numpy(), tuned)
+
+    hub = tf.saved_model.load(path)  # what hub.KerasLayer(path, trainable=True) calls
+    assert len(hub.trainable_variables) == n_weights and len(hub.variables) > n_weights
+    assert list(hub.regularization_losses) == []
+    with tf.GradientTape() as tape:
+        out = hub(x, training=True)
+        total = tf.reduce_sum(out["default"])
+    assert set(out) == {"sequence_output", "pooled_output", "default", "encoder_outputs"}
+    grads = tape.gradient(total, hub.trainable_variables)
+    assert all(g is not None and np.abs(tf.convert_to_tensor(g)).max() > 0 for g in grads)
+    assert np.abs(hub(x, training=True)["pooled_output"] - out["pooled_output"]).max() > 0  # dropout on
+    np.testing.assert_allclose(hub(x)["default"], encoder(x)["pooled_output"], atol=1e-5)
+    np.testing.assert_array_equal(hub(x)["sequence_output"], hub.serve(x)["sequence_output"])
+
+
 def test_export_errors_are_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "export.export_saved_model", "--kind=classifier",
                           f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"], capture_output=True,
