@@ -1,5 +1,6 @@
 """Conversion between the formats: original TF1 checkpoints, HF directories, keras-hub presets and Keras `.keras`
-files; the input's format detected, the output's named by its path or given (`output_format`)."""
+files, and from Model Garden / TF Hub encoders; the input's format detected, the output's named by its path or given
+(`output_format`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from bert_tf import staging
 from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_keras_hub
+from bert_tf.checkpoints.model_garden import is_model_garden, load_model_garden
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.original import load_original, save_original
 
@@ -48,13 +50,13 @@ def output_format(output, fmt: str = "auto") -> tuple[str, str]:
                      f"--output_format (one of {', '.join(FORMATS)})")
 
 
-INPUT_FORMATS = ("auto", "original", "hf", "keras_hub")
+INPUT_FORMATS = ("auto", "original", "hf", "keras_hub", "model_garden")
 
 
 def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None,
             output_format_name="auto"):
-    """Loads `input_path` (an original checkpoint, an HF directory, or a keras-hub preset or .weights.h5;
-    `input_format` "auto" tells them apart by their files) and writes it in the format `output` names or
+    """Loads `input_path` (an original checkpoint, an HF directory, a keras-hub preset or .weights.h5, or a Model
+    Garden encoder checkpoint or TF Hub SavedModel; `input_format` "auto" tells them apart by their files) and writes it in the format `output` names or
     `output_format_name` gives (`output_format`); returns (format, path written). The library function behind
     convert_checkpoint."""
     fmt, target = output_format(output, output_format_name)
@@ -73,6 +75,8 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     if input_format == "auto":
         if is_keras_hub(input_path):
             input_format = "keras_hub"
+        elif is_model_garden(input_path):
+            input_format = "model_garden"
         else:
             is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
             input_format = "hf" if is_hf else "original"
@@ -81,18 +85,21 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
         what = {"hf": "an HF input", "keras_hub": "a keras-hub preset"}[input_format]
         raise ValueError(f"--bert_config_file={bert_config_file}: {what} is read with its own config.json; drop the "
                          "flag (it is for original checkpoints)")
+    if input_format in ("keras_hub", "model_garden") and model != "encoder":
+        what = {"keras_hub": "a keras-hub BertBackbone", "model_garden": "a Model Garden encoder"}[input_format]
+        raise CheckpointError(f"--model={model}: {what} has no pretraining heads; convert it with --model=encoder")
     if input_format == "keras_hub":
-        if model != "encoder":
-            raise CheckpointError(f"--model={model}: a keras-hub BertBackbone has no pretraining heads; convert it "
-                                  "with --model=encoder")
         built = load_keras_hub(input_path)
+    elif input_format == "model_garden":
+        built = load_model_garden(input_path, bert_config_file)
     elif input_format == "hf":
         built = load_hf(input_path, model=model)
     else:
         config = bert_config_file or os.path.join(source_dir, "bert_config.json")
         built = load_original(input_path, config, model=model)
-    if vocab_file is None and os.path.isfile(os.path.join(source_dir, "vocab.txt")):
-        vocab_file = os.path.join(source_dir, "vocab.txt")
+    for vocab in (os.path.join(source_dir, "vocab.txt"), os.path.join(source_dir, "assets", "vocab.txt")):
+        if vocab_file is None and os.path.isfile(vocab):  # a TF Hub SavedModel keeps its vocabulary as an asset
+            vocab_file = vocab
 
     if fmt == "keras":
         os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 
 from bert_tf import staging
-from bert_tf.checkpoints.names import CheckpointError, assign, build_model, hf_name, variable_map
+from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_fits, hf_name, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 
@@ -69,8 +69,10 @@ def read_hf(path: str) -> dict[str, np.ndarray]:
 
 def restore_hf(model, path: str, heads_required: bool = True) -> dict:
     """Loads HF safetensors weights into an existing model; returns {'loaded': n, 'skipped': [names]}. The
-    directory's config.json must be a BERT one: RoBERTa's weights carry BERT's names and would load silently."""
-    BertConfig.from_json_file(_hf_files(path)[1])  # ConfigError for another model_type, naming it
+    directory's config.json must be a BERT one (RoBERTa's weights carry BERT's names and would load silently) with
+    the model's number of attention heads."""
+    source = BertConfig.from_json_file(_hf_files(path)[1])  # ConfigError for another model_type, naming it
+    check_fits(model, source, os.fspath(path), activation=False)
     tensors = read_hf(path)
 
     def lookup(name):

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from bert_tf import staging
-from bert_tf.checkpoints.names import CheckpointError, assign, variable_map
+from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder
 
@@ -136,10 +136,7 @@ def restore_keras_hub(model, path: str) -> dict:
     """Initialises `model`'s encoder from a keras-hub BertBackbone (`--init_checkpoint`); its heads keep their
     initialisation. A model whose config computes another GELU than the backbone's tanh one is refused."""
     config, tensors = read_keras_hub(path)
-    hidden_act = getattr(model, "encoder", model).bert_config.hidden_act
-    if hidden_act != config.hidden_act:
-        raise CheckpointError(f"{path}: keras-hub's BertBackbone computes the tanh GELU ('gelu_tanh'), the model's "
-                              f"config has hidden_act={hidden_act!r}; set hidden_act to gelu_tanh")
+    check_fits(model, config, os.fspath(path))
     return assign(variable_map(model, heads_required=False), tensors.get, os.fspath(path), "transpose_original")
 
 

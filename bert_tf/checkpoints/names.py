@@ -184,6 +184,19 @@ def assign(slots: list[Slot], lookup, source: str, transpose_attr: str, name_of=
     return {"loaded": len(staged), "skipped": skipped}
 
 
+def check_fits(model, source: BertConfig, path: str, activation: bool = True) -> None:
+    """Refuses what the weights' shapes cannot show: a source with another number of attention heads (its [H, H]
+    projections load into any head count and compute another model) and, where `activation`, another activation."""
+    config = getattr(model, "encoder", model).bert_config
+    if config.num_attention_heads != source.num_attention_heads:
+        raise CheckpointError(f"{path}: its encoder has {source.num_attention_heads} attention heads, the model's "
+                              f"config {config.num_attention_heads}; set num_attention_heads to "
+                              f"{source.num_attention_heads}")
+    if activation and config.hidden_act != source.hidden_act:
+        raise CheckpointError(f"{path}: its encoder computes hidden_act={source.hidden_act!r}, the model's config has "
+                              f"{config.hidden_act!r}; set hidden_act to {source.hidden_act}")
+
+
 def build_model(config: BertConfig, model: str):
     """A fresh `BertEncoder` (`model="encoder"`) or `BertPretrainer` (`"pretrainer"`: the left-to-right LM's for a
     causal config, else BERT's masked LM and NSP) of `config`, to load into."""

@@ -11,6 +11,7 @@ from absl import logging
 
 from bert_tf.checkpoints.hf import is_hf_directory, restore_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, restore_keras_hub
+from bert_tf.checkpoints.model_garden import is_model_garden, restore_model_garden
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.original import restore_original
 
@@ -51,7 +52,8 @@ def restore_fitting(restore, path: str, explain):
 def restore_weights(model, path: str) -> str:
     """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
     (google-research/bert names), an HF directory (config.json + model.safetensors or its shards), a keras-hub
-    BertBackbone preset, or one written by `bert_tf.training.train`. A checkpoint of another model type (a
+    BertBackbone preset, a Model Garden encoder checkpoint or TF Hub SavedModel, or one written by
+    `bert_tf.training.train`. A checkpoint of another model type (a
     pretraining checkpoint for a classifier) gives its encoder; heads that the checkpoint lacks keep their fresh
     initialisation. Optimizer state and step are ignored (`--init_checkpoint`). Returns the checkpoint used."""
     if is_keras_hub(path):
@@ -60,6 +62,10 @@ def restore_weights(model, path: str) -> str:
         return path
     if is_hf_directory(path):
         restore_hf(model, path, heads_required=False)
+        logging.info("initialised weights from %s", path)
+        return path
+    if is_model_garden(path):
+        restore_model_garden(model, path)
         logging.info("initialised weights from %s", path)
         return path
     resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path

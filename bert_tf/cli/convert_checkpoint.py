@@ -1,11 +1,12 @@
 """Convert BERT weights between the original TF1 checkpoint format, HF safetensors, keras-hub presets and Keras
-`.keras` files.
+`.keras` files, and from Model Garden / TF Hub encoders.
 
 The input's format is detected; the output's name says the format written, or --output_format does:
   convert_checkpoint --input=uncased_L-12_H-768_A-12/bert_model.ckpt --output=bert_base.keras
   convert_checkpoint --input=path/to/hf_dir --output=out/bert_model.ckpt        # original TF1 names
   convert_checkpoint --input=uncased_L-12_H-768_A-12/bert_model.ckpt --output=out/hf_dir/   # HF layout
   convert_checkpoint --input=uncased_L-12_H-768_A-12/bert_model.ckpt --output=out/kh --output_format=keras_hub
+  convert_checkpoint --input=bert_en_uncased_L-12_H-768_A-12_4 --output=out/hf_dir/    # a TF Hub SavedModel
 
 The work is `bert_tf.checkpoints.convert`.
 """
@@ -16,11 +17,13 @@ from bert_tf import checkpoints
 from bert_tf.cli import PATH, USER_ERRORS, fail, start
 
 flags.DEFINE_string("input", None, "Original checkpoint prefix (or its directory), an HF directory with "
-                    "config.json + model.safetensors (or its shards), or a keras-hub BertBackbone preset directory "
-                    "(or a .weights.h5 with its config.json beside it).")
+                    "config.json + model.safetensors (or its shards), a keras-hub BertBackbone preset directory "
+                    "(or a .weights.h5 with its config.json beside it), or a Model Garden BertEncoder checkpoint or "
+                    "TF Hub SavedModel directory.")
 flags.DEFINE_enum("input_format", "auto", list(checkpoints.INPUT_FORMATS), "Format of --input; auto tells them "
                   "apart by their files.")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of an original checkpoint (default: beside it).")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of an original checkpoint (default: beside it); "
+                    "for a Model Garden encoder, the settings its shapes do not show (default: Model Garden's BERT).")
 flags.DEFINE_string("output", None, "What to write, named by its format: PREFIX.ckpt (original TF1 names + "
                     "bert_config.json beside it), FILE.keras (a Keras model), or a directory or DIR/model.safetensors "
                     "(HF layout: model.safetensors + config.json).")

@@ -123,6 +123,11 @@ def test_what_a_bert_backbone_cannot_hold_is_refused(tmp_path):
     backbone.save_to_preset(str(tmp_path / "preset"))
     model = BertEncoder(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                    intermediate_size=64, max_position_embeddings=64, hidden_act="gelu"))
-    with pytest.raises(CheckpointError, match="computes the tanh GELU .*hidden_act='gelu'; set hidden_act to "
-                                              "gelu_tanh"):
+    with pytest.raises(CheckpointError, match="its encoder computes hidden_act='gelu_tanh', the model's config has "
+                                              "'gelu'; set hidden_act to gelu_tanh"):
+        checkpoints.restore_weights(model, str(tmp_path / "preset"))
+    # ... and into one with another number of heads: the [H, H] projections would load and compute another model
+    model = BertEncoder(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                   intermediate_size=64, max_position_embeddings=64, hidden_act="gelu_tanh"))
+    with pytest.raises(CheckpointError, match="its encoder has 4 attention heads, the model's config 2"):
         checkpoints.restore_weights(model, str(tmp_path / "preset"))
