@@ -143,7 +143,7 @@ def test_convert_checkpoint_refuses_an_output_that_names_no_format(tiny_config, 
 
 
 def test_convert_checkpoint_refuses_flags_it_would_ignore(minilm_dir, tiny_config, tmp_path):
-    with pytest.raises(ValueError, match="--bert_config_file=.*an HF input is read with its own config.json"):
+    with pytest.raises(ValueError, match="--bert_config_file=.*an HF input is read with its own config; drop the flag"):
         convert(minilm_dir, tmp_path / "out.keras", bert_config_file=f"{minilm_dir}/config.json")
     with pytest.raises(ValueError, match="--vocab_file=.*a .keras file holds no vocabulary"):
         convert(minilm_dir, tmp_path / "out.keras", vocab_file=f"{minilm_dir}/vocab.txt")

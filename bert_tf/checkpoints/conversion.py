@@ -50,21 +50,57 @@ def output_format(output, fmt: str = "auto") -> tuple[str, str]:
                      f"--output_format (one of {', '.join(FORMATS)})")
 
 
-INPUT_FORMATS = ("auto", "original", "hf", "keras_hub", "model_garden")
+INPUT_FORMATS = ("auto", "original", "hf", "keras_hub", "model_garden", "finetuned")
+MODELS = ("encoder", "pretrainer", "classifier")
+
+
+def is_finetuned(path: str) -> bool:
+    """Whether `path` is a fine-tuning output directory (model.keras + task.json)."""
+    from bert_tf.finetuning import MODEL_FILE
+    from bert_tf.tasks import task_info
+
+    return all(os.path.isfile(os.path.join(path, name)) for name in (MODEL_FILE, task_info.FILE))
+
+
+def _load_finetuned(path: str, model: str):
+    """(the fine-tuned model or its encoder, its TaskInfo) of a fine-tuning output directory."""
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.models import BertClassifier
+    from bert_tf.tasks import task_info
+
+    info = task_info.read(path)
+    if model == "pretrainer":
+        raise CheckpointError(f"--model=pretrainer: {path} holds a fine-tuned {info.kind} model, which has no "
+                              "pretraining heads; convert its encoder (--model=encoder)")
+    built = load_finetuned(path)
+    if model == "classifier" and not isinstance(built, BertClassifier):
+        raise CheckpointError(f"--model=classifier: {path} holds a {info.kind} model ({info.task}); keras-hub has a "
+                              "BERT task preset for classifiers only; convert its encoder (--model=encoder)")
+    return (built if model == "classifier" else built.encoder), info
 
 
 def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None,
             output_format_name="auto"):
     """Loads `input_path` (an original checkpoint, an HF directory, a keras-hub preset or .weights.h5, or a Model
-    Garden encoder checkpoint or TF Hub SavedModel; `input_format` "auto" tells them apart by their files) and writes it in the format `output` names or
-    `output_format_name` gives (`output_format`); returns (format, path written). The library function behind
+    Garden encoder checkpoint or TF Hub SavedModel, or a fine-tuning output directory; `input_format` "auto" tells
+    them apart by their files) and writes it in the format `output` names or `output_format_name` gives
+    (`output_format`); returns (format, path written). `model`: the encoder, the pretrainer (with the MLM and NSP
+    heads) or a fine-tuned classifier (as a keras-hub BertTextClassifier). The library function behind
     convert_checkpoint."""
     fmt, target = output_format(output, output_format_name)
-    if fmt == "keras_hub" and model != "encoder":
+    if model not in MODELS:
+        raise ValueError(f"--model={model}: expected one of {', '.join(MODELS)}")
+    if fmt == "keras_hub" and model == "pretrainer":
         raise CheckpointError(f"--model={model}: a keras-hub preset written here holds the encoder (BertBackbone) "
-                              "only; convert with --model=encoder")
+                              "or a fine-tuned classifier (BertTextClassifier); convert with --model=encoder")
+    if model == "classifier" and fmt != "keras_hub":
+        raise CheckpointError("--model=classifier: a fine-tuned classifier is written as a keras-hub "
+                              "BertTextClassifier preset (--output_format=keras_hub); export_saved_model serves it")
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise ValueError(f"--vocab_file={vocab_file}: no such file")
+    if vocab_file is not None and model == "classifier":
+        raise ValueError(f"--vocab_file={vocab_file}: the classifier's preset takes the vocab.txt of its model "
+                         "directory, which it was trained with; drop the flag")
     if vocab_file is not None and fmt in ("keras", "keras_hub"):
         what = {"keras": "a .keras file", "keras_hub": "a keras-hub preset written here"}[fmt]
         raise ValueError(f"--vocab_file={vocab_file}: {what} holds no vocabulary; write a .ckpt or an HF directory "
@@ -75,20 +111,29 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     if input_format == "auto":
         if is_keras_hub(input_path):
             input_format = "keras_hub"
+        elif os.path.isdir(input_path) and is_finetuned(input_path):
+            input_format = "finetuned"
         elif is_model_garden(input_path):
             input_format = "model_garden"
         else:
             is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
             input_format = "hf" if is_hf else "original"
     source_dir = input_path if os.path.isdir(input_path) else os.path.dirname(input_path)
-    if input_format in ("hf", "keras_hub") and bert_config_file:
-        what = {"hf": "an HF input", "keras_hub": "a keras-hub preset"}[input_format]
-        raise ValueError(f"--bert_config_file={bert_config_file}: {what} is read with its own config.json; drop the "
-                         "flag (it is for original checkpoints)")
+    if model == "classifier" and input_format != "finetuned":
+        raise CheckpointError(f"--model=classifier: --input={input_path} is not a fine-tuning output directory "
+                              "(model.keras + task.json, written by run_classifier)")
+    if input_format in ("hf", "keras_hub", "finetuned") and bert_config_file:
+        what = {"hf": "an HF input", "keras_hub": "a keras-hub preset",
+                "finetuned": "a fine-tuned model"}[input_format]
+        raise ValueError(f"--bert_config_file={bert_config_file}: {what} is read with its own config; drop the flag "
+                         "(it is for original checkpoints and Model Garden encoders)")
     if input_format in ("keras_hub", "model_garden") and model != "encoder":
         what = {"keras_hub": "a keras-hub BertBackbone", "model_garden": "a Model Garden encoder"}[input_format]
         raise CheckpointError(f"--model={model}: {what} has no pretraining heads; convert it with --model=encoder")
-    if input_format == "keras_hub":
+    info = None
+    if input_format == "finetuned":
+        built, info = _load_finetuned(input_path, model)
+    elif input_format == "keras_hub":
         built = load_keras_hub(input_path)
     elif input_format == "model_garden":
         built = load_model_garden(input_path, bert_config_file)
@@ -107,6 +152,8 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
             built.save(tmp)
     elif fmt == "hf":
         save_hf(built, target, vocab_file)
+    elif fmt == "keras_hub" and model == "classifier":
+        save_keras_hub(built, target, vocab_file, info.do_lower_case, info.max_seq_length)
     elif fmt == "keras_hub":
         save_keras_hub(built, target)
     else:

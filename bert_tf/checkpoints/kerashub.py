@@ -1,5 +1,6 @@
 """keras-hub's BERT, `keras_hub.models.BertBackbone`, read and written: a preset directory (`save_to_preset`:
-`config.json` + `model.weights.h5`), or a `.weights.h5` file with the backbone's `config.json` beside it.
+`config.json` + `model.weights.h5`), or a `.weights.h5` file with the backbone's `config.json` beside it; a fine-tuned
+classifier is written as a `BertTextClassifier` preset with its preprocessor.
 
 keras-hub reads and writes its own files (it is imported here only, when one of these functions runs); this module
 maps the tensors. keras-hub keeps the attention projections per head ([H, heads, H/heads] kernels) where the
@@ -140,10 +141,8 @@ def restore_keras_hub(model, path: str) -> dict:
     return assign(variable_map(model, heads_required=False), tensors.get, os.fspath(path), "transpose_original")
 
 
-def save_keras_hub(encoder: BertEncoder, directory: str) -> str:
-    """Writes `encoder` as a keras-hub preset directory that `keras_hub.models.BertBackbone.from_preset(directory)`
-    loads. Refused for what BertBackbone cannot compute: the erf GELU, causal attention, another LayerNorm
-    epsilon."""
+def _backbone_of(encoder: BertEncoder, directory: str):
+    """A keras-hub BertBackbone holding `encoder`'s weights; refused for what it cannot compute."""
     keras_hub = _keras_hub()
     config = encoder.bert_config
     problems = []
@@ -168,6 +167,34 @@ def save_keras_hub(encoder: BertEncoder, directory: str) -> str:
     names = _names(config.num_hidden_layers)
     for weight in backbone.weights:
         weight.assign(ours[names[weight.path]].reshape(tuple(weight.shape)))
+    return backbone
+
+
+def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lower_case: bool = True,
+                   seq_length: int = 128) -> str:
+    """Writes a keras-hub preset directory: a `BertEncoder` as a `BertBackbone` (`BertBackbone.from_preset`), a
+    `BertClassifier` as a `BertTextClassifier` with its preprocessor (`BertTextClassifier.from_preset` then classifies
+    raw text; the preprocessor needs `vocab_file`, `do_lower_case` and `seq_length` as the model was trained).
+    Refused for what BertBackbone cannot compute: the erf GELU, causal attention, another LayerNorm epsilon."""
+    from bert_tf.models import BertClassifier
+
+    if isinstance(model, BertEncoder):
+        task = _backbone_of(model, directory)
+    elif isinstance(model, BertClassifier):
+        if not vocab_file:
+            raise CheckpointError(f"{directory}: a keras-hub BertTextClassifier preset holds its preprocessor, which "
+                                  "needs the model's vocab.txt (--vocab_file)")
+        keras_hub = _keras_hub()
+        # the original's uncased tokenizer strips accents too; keras-hub's BertTokenizer does only when asked
+        tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=do_lower_case,
+                                                   strip_accents=do_lower_case)
+        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=seq_length)
+        task = keras_hub.models.BertTextClassifier(_backbone_of(model.encoder, directory), model.num_classes,
+                                                   preprocessor=preprocessor, dropout=model.head.dropout_rate)
+        task.output_dense.set_weights([model.head.dense.kernel.numpy(), model.head.dense.bias.numpy()])
+    else:
+        raise CheckpointError(f"{directory}: keras-hub has a BERT preset for the encoder (BertBackbone) and the "
+                              f"classifier (BertTextClassifier), not for a {type(model).__name__}")
     with staging.staged_directory(directory, last=("config.json",)) as tmp:
-        backbone.save_to_preset(tmp)
+        task.save_to_preset(tmp)
     return os.path.abspath(os.fspath(directory))

@@ -19,7 +19,7 @@ from bert_tf.cli import PATH, USER_ERRORS, fail, start
 flags.DEFINE_string("input", None, "Original checkpoint prefix (or its directory), an HF directory with "
                     "config.json + model.safetensors (or its shards), a keras-hub BertBackbone preset directory "
                     "(or a .weights.h5 with its config.json beside it), or a Model Garden BertEncoder checkpoint or "
-                    "TF Hub SavedModel directory.")
+                    "TF Hub SavedModel directory, or a fine-tuning output directory (model.keras + task.json).")
 flags.DEFINE_enum("input_format", "auto", list(checkpoints.INPUT_FORMATS), "Format of --input; auto tells them "
                   "apart by their files.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of an original checkpoint (default: beside it); "
@@ -32,7 +32,9 @@ flags.DEFINE_enum("output_format", "auto", ["auto", *checkpoints.FORMATS], "Form
                   "loads) must be asked for.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt to place beside a .ckpt or HF output (default: the input's "
                     "vocab.txt, when it has one).")
-flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "pretrainer also converts the MLM and NSP heads.")
+flags.DEFINE_enum("model", "encoder", list(checkpoints.conversion.MODELS), "pretrainer also converts the MLM and "
+                  "NSP heads; classifier writes a run_classifier output directory as a keras-hub BertTextClassifier "
+                  "preset with its preprocessor (--output_format=keras_hub).")
 flags.mark_flags_as_required(["input", "output"])
 
 

@@ -131,3 +131,50 @@ def test_what_a_bert_backbone_cannot_hold_is_refused(tmp_path):
                                    intermediate_size=64, max_position_embeddings=64, hidden_act="gelu_tanh"))
     with pytest.raises(CheckpointError, match="its encoder has 4 attention heads, the model's config 2"):
         checkpoints.restore_weights(model, str(tmp_path / "preset"))
+
+
+@pytest.mark.reference
+def test_a_fine_tuned_classifier_becomes_a_keras_hub_text_classifier(minilm_dir, tmp_path):
+    """run_classifier's output directory (weights perturbed after training) written with --model=classifier loads
+    with BertTextClassifier.from_preset: its preprocessor packs raw text pairs as ours does and its logits are ours."""
+    import keras
+
+    from bert_tf.finetuning import MODEL_FILE, FinetuneOptions
+    from bert_tf.serving import Preprocessor
+    from bert_tf.tasks import get_task
+    from bert_tf.tasks.classification import run_classifier
+    from tests.tasks.test_finetuning import _pair_task
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    model_dir = str(tmp_path / "model")
+    run_classifier(get_task("mrpc"), config, os.path.join(minilm_dir, "vocab.txt"), model_dir,
+                   FinetuneOptions(do_train=True, max_seq_length=24, train_batch_sizes=8, num_train_epochs=1),
+                   data_dir=str(_pair_task(tmp_path / "MRPC", 16, 4, 4)))
+    trained = keras.saving.load_model(os.path.join(model_dir, MODEL_FILE))
+    _perturb([w for w in trained.weights if "embeddings" not in w.path], 2)  # the 30522-row table stays
+    trained.save(os.path.join(model_dir, MODEL_FILE))
+
+    fmt, written = checkpoints.convert(model_dir, str(tmp_path / "kh"), model="classifier",
+                                       output_format_name="keras_hub")
+    loaded = keras_hub.models.BertTextClassifier.from_preset(written)
+    words = "one two three four five six seven eight nine ten eleven twelve thirteen"
+    first = ["The quick brown fox jumps.", "Naïve café déjà vu, twice.", "A much longer first sentence " * 4, words]
+    second = ["It jumped!", "Pair, with punctuation?", "short", words]  # truncated longest-first, ties from B
+    tokens = loaded.preprocessor(x=(np.array(first), np.array(second)))  # positional, a pair reads as (x, y)
+    ours = Preprocessor(os.path.join(model_dir, "vocab.txt"), do_lower_case=True, seq_length=24)
+    inputs = {key: value.numpy() for key, value in ours.serve_pairs(np.array(first), np.array(second)).items()}
+    np.testing.assert_array_equal(tokens["token_ids"].numpy(), inputs["input_word_ids"])
+    np.testing.assert_array_equal(tokens["segment_ids"].numpy(), inputs["input_type_ids"])
+    np.testing.assert_array_equal(tokens["padding_mask"].numpy(), inputs["input_mask"].astype(bool))
+    np.testing.assert_allclose(loaded(tokens).numpy(), trained(inputs)["logits"].numpy(), atol=1e-5)
+    assert fmt == "keras_hub" and loaded.num_classes == 2
+    # the encoder of the same directory as a BertBackbone; refusals name what to do instead
+    checkpoints.convert(model_dir, str(tmp_path / "backbone"), output_format_name="keras_hub")
+    keras_hub.models.BertBackbone.from_preset(str(tmp_path / "backbone"))
+    with pytest.raises(CheckpointError, match="--model=classifier: a fine-tuned classifier is written as a keras-hub"):
+        checkpoints.convert(model_dir, str(tmp_path / "c.ckpt"), model="classifier")
+    with pytest.raises(CheckpointError, match="--model=classifier: --input=.* is not a fine-tuning output directory"):
+        checkpoints.convert(minilm_dir, str(tmp_path / "x"), model="classifier", output_format_name="keras_hub")
+    with pytest.raises(CheckpointError, match="--model=pretrainer: .* has no pretraining heads"):
+        checkpoints.convert(model_dir, str(tmp_path / "p.ckpt"), model="pretrainer")
