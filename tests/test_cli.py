@@ -245,3 +245,14 @@ def test_flags_a_command_would_ignore_are_errors(tmp_path):
                  f"--export_dir={tmp_path}/x", "--top_k=3", "--do_lower_case")
     assert result.returncode == 1 and "Traceback" not in result.stderr and not (tmp_path / "x").exists()
     assert "export_saved_model: error: --kind=classifier does not read --do_lower_case, --top_k" in result.stderr
+
+
+def test_convert_checkpoint_names_the_formats_it_reads_for_an_input_it_cannot_tell(tmp_path):
+    from bert_tf.checkpoints import CheckpointError, convert
+
+    (tmp_path / "notes.txt").write_text("not weights")
+    for path in (tmp_path / "notes.txt", tmp_path):
+        with pytest.raises(CheckpointError, match="not a format convert_checkpoint reads: an original TF1 checkpoint "
+                                                  r".*HF directory.*keras-hub preset.*Model Garden.*fine-tuning"):
+            convert(path, tmp_path / "out.ckpt")
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 
+import tensorflow as tf
+
 from bert_tf import staging
 from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_keras_hub
@@ -115,9 +117,17 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
             input_format = "finetuned"
         elif is_model_garden(input_path):
             input_format = "model_garden"
+        elif is_hf_directory(input_path) or input_path.endswith(".safetensors"):
+            input_format = "hf"
+        elif (re.search(r"\.ckpt(-\d+)?(\.index|\.data-.*)?$", input_path) or os.path.isfile(input_path + ".index")
+              or (os.path.isdir(input_path) and tf.io.gfile.glob(os.path.join(input_path, "*.index")))):
+            input_format = "original"  # its reader says what is missing
         else:
-            is_hf = is_hf_directory(input_path) or input_path.endswith(".safetensors")
-            input_format = "hf" if is_hf else "original"
+            raise CheckpointError(f"--input={input_path}: not a format convert_checkpoint reads: an original TF1 "
+                                  "checkpoint (PREFIX.ckpt, with PREFIX.ckpt.index), an HF directory (config.json + "
+                                  "model.safetensors or its shards), a keras-hub preset or .weights.h5, a Model "
+                                  "Garden checkpoint or TF Hub SavedModel, or a fine-tuning output directory "
+                                  "(model.keras + task.json)")
     source_dir = input_path if os.path.isdir(input_path) else os.path.dirname(input_path)
     if model == "classifier" and input_format != "finetuned":
         raise CheckpointError(f"--model=classifier: --input={input_path} is not a fine-tuning output directory "
