@@ -97,6 +97,10 @@ def test_convert_checkpoint_pretrainer_to_hf_for_pretraining(tiny_config, tmp_pa
     want_mlm = np.take_along_axis(want.prediction_logits.numpy(), positions[:, :, None], axis=1)
     assert relative_error(got["mlm_logits"], want_mlm) < 1e-5
     assert relative_error(got["nsp_logits"], want.seq_relationship_logits.numpy()) < 1e-5
+    back = checkpoints.load_hf(out, model="pretrainer")  # ours -> HF -> ours, heads included
+    assert len(back.weights) == len(model.weights)
+    for a, b in zip(back.weights, model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=b.path)
 
 
 def test_convert_checkpoint_pretrainer_keeps_heads(tiny_config, tmp_path):
