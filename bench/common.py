@@ -51,8 +51,29 @@ def median(values):
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), trials=3, seconds=0.5):
-    """This machine's matmul rate now, in FLOP/s: TF `matmul` on a BERT-shaped GEMM (tokens x H x 4H), best of trials.
+def machine_name():
+    """The CPU a figure was measured on, for every row: model, the vector and matrix extensions that decide BERT's
+    speed (AVX2, AVX-512, AVX512_BF16, AMX), and the cores this process may use."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    named = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512_BF16"),
+                                     ("amx_bf16", "AMX")) if flag in flags]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {' + '.join(named) or 'no AVX2'}, {cores} cores"
+
+
+def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), batch=1, trials=3, seconds=0.5):
+    """This machine's matmul rate now, in FLOP/s: TF `matmul` of [batch, m, k] x [batch, k, n] (batch 1: a plain
+    GEMM), best of trials.
 
     The floor of a model's time is its FLOPs over the best such rate; measuring it in the same run as the model
     makes the "fraction of the floor" immune to a machine that is faster or busier today. `jit_compile`: the GEMM
@@ -61,8 +82,10 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), tri
     import tensorflow as tf
 
     m, k, n = shape
-    a = tf.cast(tf.random.normal((m, k)), dtype)
-    b = tf.cast(tf.random.normal((k, n)), dtype)
+    a = tf.cast(tf.random.normal((batch, m, k)), dtype)
+    b = tf.cast(tf.random.normal((batch, k, n)), dtype)
+    if batch == 1:
+        a, b = a[0], b[0]
 
     @tf.function(jit_compile=jit_compile)
     def gemm(a, b):
@@ -70,34 +93,47 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), tri
 
     @tf.function
     def run(a, b, reps):
-        out = tf.zeros((m, n), dtype)
+        out = tf.zeros(b.shape[:-2] + (m, n), dtype)
         for _ in tf.range(reps):
-            out = gemm(a + out[:1, :k], b)  # a dependency chain: no two GEMMs run at once
+            out = gemm(a + out[..., :1, :1], b)  # a dependency chain: no two GEMMs run at once
         return out
 
+    flops = 2 * batch * m * k * n
     run(a, b, tf.constant(1)).numpy()
-    reps = max(1, int(seconds * 100e9 / (2 * m * k * n)))
+    reps = max(1, int(seconds * 100e9 / flops))
     best = 0.0
     for _ in range(trials):
         start = time.perf_counter()
         run(a, b, tf.constant(reps)).numpy()
-        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - start))
+        best = max(best, flops * reps / (time.perf_counter() - start))
     return best
 
 
-def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), seconds=0.5):
-    """`matmul_rate` for PyTorch's CPU GEMM (same shape, all cores)."""
+def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), batch=1, seconds=0.5):
+    """`matmul_rate` for PyTorch's CPU GEMM (same shapes, all cores)."""
     import torch
 
     torch.set_num_threads(os.cpu_count())
     m, k, n = shape
-    a, b = (torch.randn(*s, dtype=getattr(torch, dtype)) for s in ((m, k), (k, n)))
+    a, b = (torch.randn(batch, *s, dtype=getattr(torch, dtype)) for s in ((m, k), (k, n)))
+    if batch == 1:
+        a, b = a[0], b[0]
     a @ b
     reps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         reps += 1
-    return 2 * m * k * n * reps / (time.perf_counter() - start)
+    return 2 * batch * m * k * n * reps / (time.perf_counter() - start)
+
+
+def gemm_shapes(config, batch, seq):
+    """The matrix multiplications of one BERT encoder layer as (name, batch, m, k, n): the dense layers over all
+    tokens, and the attention scores and context per sequence and head."""
+    h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    tokens, d = batch * seq, h // heads
+    return [("dense HxH (Q, K, V, attention output)", 1, tokens, h, h), ("intermediate Hx4H", 1, tokens, h, i),
+            ("output 4HxH", 1, tokens, i, h), ("attention scores", batch * heads, seq, d, seq),
+            ("attention context", batch * heads, seq, seq, d)]
 
 
 def peer_configs(config):
@@ -149,5 +185,5 @@ def report(name, rows, columns):
             writer.writeheader()
         for row in rows:
             writer.writerow({"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                             "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                             "machine": machine_name(), "cpus": os.cpu_count(),
                              **{c: row[c] for c in columns}})
