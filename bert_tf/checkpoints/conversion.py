@@ -71,6 +71,8 @@ def _load_finetuned(path: str, model: str):
     from bert_tf.tasks import task_info
 
     info = task_info.read(path)
+    if info is None or not is_finetuned(path):
+        raise CheckpointError(f"--input={path}: not a fine-tuning output directory (model.keras + task.json)")
     if model == "pretrainer":
         raise CheckpointError(f"--model=pretrainer: {path} holds a fine-tuned {info.kind} model, which has no "
                               "pretraining heads; convert its encoder (--model=encoder)")
