@@ -213,8 +213,8 @@ def main():
         print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
         rows.append(row)
     report("model_speed", rows, list(rows[0]))
-    print(f"Measured on {machine}. Ratios > 1: ours is faster (peer's time over ours); of_floor = floor_s / bert_tf_s; HF torch is measured "
-          "once per cell, mode and precision and shown in both XLA rows")
+    print(f"Measured on {machine}. Ratios > 1: ours is faster (peer's time over ours); of_floor = floor_s / "
+          "bert_tf_s; HF torch is measured once per cell, mode and precision and shown in both XLA rows")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@ presets, our own training checkpoints, and conversion between them; Model Garden
 One name map serves every format (`names`: `variable_map(model)` lists each of our variables with its original TF1
 name, `hf_name` derives the HF one). Loading is all-or-nothing: every value is read and shape-checked before any
 variable is assigned, so a bad checkpoint raises one `CheckpointError` naming the variable and leaves the model
-untouched. One module per format (`original`, `hf`, `kerashub`, `model_garden`, `ours`: `restore_weights` initialises a
-model from any of them)
-and `conversion` (behind convert_checkpoint); the names below are the package's API:
+untouched. One module per format (`original`, `hf`, `kerashub`, `model_garden`, `ours`: `restore_weights`
+initialises a model from any of them) and `conversion` (behind convert_checkpoint); the names below are the package's API:
 `checkpoints.load_original(...)`, `checkpoints.restore_weights(...)`.
 """
 
@@ -19,5 +18,6 @@ from bert_tf.checkpoints.original import load_original, read_original, restore_o
 from bert_tf.checkpoints.ours import restore_fitting, restore_weights
 
 __all__ = ["CheckpointError", "FORMATS", "INPUT_FORMATS", "Slot", "convert", "hf_name", "load_hf", "load_keras_hub",
-           "load_model_garden", "load_original", "output_format", "read_hf", "read_original", "restore_fitting", "restore_hf",
-           "restore_original", "restore_weights", "save_hf", "save_keras_hub", "save_original", "variable_map"]
+           "load_model_garden", "load_original", "output_format", "read_hf", "read_original", "restore_fitting",
+           "restore_hf", "restore_original", "restore_weights", "save_hf", "save_keras_hub", "save_original",
+           "variable_map"]
