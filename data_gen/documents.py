@@ -6,10 +6,11 @@ Nothing here holds more than one window of documents: `read_documents` yields do
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 from typing import Iterable, Iterator
+
+from bert_tf import fileio
 
 
 class CorpusError(ValueError):
@@ -17,16 +18,17 @@ class CorpusError(ValueError):
 
 
 def expand_input_files(patterns) -> list[str]:
-    """`--input_file`: a comma-separated list (or a list) of files and globs -> the files, each glob sorted."""
+    """`--input_file`: a comma-separated list (or a list) of files and globs -> the files, each glob sorted. Any
+    filesystem TensorFlow reads (`gs://...`; `bert_tf.fileio`)."""
     if isinstance(patterns, str):
         patterns = [p.strip() for p in patterns.split(",") if p.strip()]
     files = []
     for pattern in patterns:
-        matched = sorted(glob.glob(pattern))
+        matched = fileio.glob(pattern)
         if not matched:
             raise CorpusError(f"--input_file: {pattern!r} matches no file")
         for path in matched:
-            if os.path.isdir(path):
+            if fileio.isdir(path):
                 raise CorpusError(f"--input_file: {path} is a directory; pass its files, e.g. "
                                   f"{os.path.join(path, '*.txt')}")
         files += matched
@@ -42,7 +44,7 @@ def read_documents(files: Iterable[str]) -> Iterator[list[str]]:
     for path in files:
         damaged = 0
         document: list[str] = []
-        with open(path, "rb") as f:
+        with fileio.open(path, "rb") as f:
             for raw in f:
                 try:
                     line = raw.decode("utf-8")
