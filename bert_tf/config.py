@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from bert_tf import staging
+from bert_tf import fileio
 
 # Activation names we accept, mapped to our canonical names. "gelu" means the exact (erf) GELU; "gelu_tanh" the
 # tanh approximation that google-research/bert's modeling.py computes. The two file formats disagree on what the
@@ -222,7 +223,9 @@ class BertConfig:
         """Reads `bert_config.json` (original release) or `config.json` (HF)."""
         path = os.fspath(path)
         try:
-            with open(path, encoding="utf-8") as f:
+            if fileio.isdir(path):
+                raise IsADirectoryError(path)
+            with fileio.open(path) as f:
                 data = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"{path}: config file not found; pass the bert_config.json of the checkpoint") from None
@@ -244,12 +247,12 @@ class BertConfig:
         if value in cls.preset_names():
             return cls.preset(value)
         looks_like_path = os.sep in value or "/" in value or os.path.splitext(value)[1] != ""
-        if not looks_like_path and not os.path.exists(value):
+        if not looks_like_path and not fileio.exists(value):
             close = difflib.get_close_matches(value, cls.preset_names(), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"{value!r} is neither a config file (no such file) nor a BERT preset; {hint}pass the "
                               f"path of a bert_config.json or one of {', '.join(cls.preset_names())}")
-        if not os.path.exists(value):
+        if not fileio.exists(value):
             raise ConfigError(f"{value}: config file not found; pass the path of a bert_config.json or a preset name "
                               "(base, large, tiny, mini, small, medium, L{layers}_H{hidden})")
         return cls.from_json_file(value)

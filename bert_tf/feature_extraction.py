@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from bert_tf import staging
+from bert_tf import fileio
 from bert_tf.layers.feature_combination import COMBINATIONS, FeatureCombination  # noqa: F401  (the API's names)
 from bert_tf.models import BertFeatureTagger  # noqa: F401
 from bert_tf.tasks.base import DataError, open_text
@@ -78,7 +79,7 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
 
     num_layers = encoder.bert_config.num_hidden_layers
     where = {layer: hidden_state_index(layer, num_layers, layer_numbering) for layer in layers}
-    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+    fileio.makedirs(fileio.dirname(fileio.absolute(output_file)))
     with staging.atomic_write(output_file) as out:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start:start + batch_size]

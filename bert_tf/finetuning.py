@@ -30,6 +30,7 @@ from absl import logging
 
 from bert_tf import staging
 from bert_tf.training import DTYPES, write_lines
+from bert_tf import fileio
 
 MODEL_FILE = "model.keras"
 GRID_FILE = "grid.json"
@@ -254,10 +255,10 @@ def _grid_settings(options) -> dict:
 
 def _read_state(output_dir: str, settings: dict) -> dict:
     path = os.path.join(output_dir, GRID_FILE)
-    if not os.path.exists(path):
+    if not fileio.exists(path):
         return {"finished": []}
     try:
-        with open(path, encoding="utf-8") as f:
+        with fileio.open(path) as f:
             state = json.load(f)
         saved = state["settings"]
         state["finished"], state.get("best")
@@ -299,10 +300,10 @@ def _drop_losers(output_dir: str, rows: dict, best: str | None) -> None:
         if name == best:
             continue
         directory = os.path.join(output_dir, CELLS_DIR, name)
-        if os.path.isdir(directory):
-            for entry in os.listdir(directory):
+        if fileio.isdir(directory):
+            for entry in fileio.listdir(directory):
                 if entry == "checkpoint" or entry.startswith("ckpt-"):
-                    os.remove(os.path.join(directory, entry))
+                    fileio.remove(os.path.join(directory, entry))
 
 
 def _restore(build, directory: str):
@@ -386,7 +387,7 @@ def global_step(result: GridResult | None, output_dir: str) -> dict:
     on `init_checkpoint`. Empty when a saved model does not record them (saved by an earlier version)."""
     if result is not None:
         return {"global_step": result.step}
-    if not os.path.exists(os.path.join(output_dir, MODEL_FILE)):
+    if not fileio.exists(os.path.join(output_dir, MODEL_FILE)):
         return {"global_step": 0}
     from bert_tf.tasks import task_info
 
@@ -400,7 +401,7 @@ def existing_model(output_dir, build, options):
     `options.init_checkpoint`."""
     from bert_tf.checkpoints import restore_weights
 
-    if os.path.exists(os.path.join(output_dir, MODEL_FILE)):
+    if fileio.exists(os.path.join(output_dir, MODEL_FILE)):
         return load_finetuned(output_dir)
     model = build()
     if options.init_checkpoint:

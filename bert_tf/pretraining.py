@@ -28,7 +28,7 @@ import zlib
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
                              record_lengths)
@@ -63,7 +63,7 @@ def expand_files(patterns) -> list[str]:
 def _refuse_unlisted(files: list[str]) -> None:
     for directory in sorted({os.path.dirname(f) for f in files}):
         path = os.path.join(directory, METADATA_NAME)
-        listed = listed_shards(path) if tf.io.gfile.exists(path) else None
+        listed = listed_shards(path) if fileio.exists(path) else None
         if listed is None:
             continue
         unlisted = [os.path.basename(f) for f in files if os.path.dirname(f) == directory
@@ -349,9 +349,9 @@ class PretrainingOptions:
 def checkpoint_step(path: str) -> int | None:
     """The training step a checkpoint records: `global_step` of our checkpoints and of original TF1 ones; None for
     weights that record none (an HF directory, a checkpoint saved without it)."""
-    if tf.io.gfile.isdir(path):  # an HF directory (a checkpoint directory was resolved to its prefix before)
+    if fileio.isdir(path):  # an HF directory (a checkpoint directory was resolved to its prefix before)
         return None
-    reader = tf.train.load_checkpoint(path)
+    reader = fileio.load_checkpoint(path)
     for name in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "global_step"):
         if reader.has_tensor(name):
             return int(reader.get_tensor(name))

@@ -15,6 +15,11 @@ that fails. A writer killed on the way leaves `<path>.tmp-<pid>` or `<dir>.old-<
 that no longer runs; `remove_stale` deletes those (restoring an `.old` one when `<dir>` itself is missing), and
 leaves alone the ones whose process is still alive. TensorFlow's checkpoint writer stages each save in
 `<prefix>-<N>_temp/`; `remove_stale_checkpoint_temps` deletes the ones a killed save left in a training directory.
+
+Paths may be URLs of any TensorFlow filesystem (`bert_tf.fileio`). There a rename is what the filesystem makes of
+it: on an object store (`gs://`) a copy and a delete, object by object, so a reader may see a directory half
+replaced while it happens, but still never a half-written file under its final name. The pid in a staging name is
+the writing process's on its machine: give an output one writer at a time, as for a local one.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import errno
 import json
 import os
 import re
-import shutil
 
 import tensorflow as tf
+
+from bert_tf import fileio
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -61,7 +67,7 @@ def staged_file(path, suffix: str = ""):
         yield tmp
         tf.io.gfile.rename(tmp, path, overwrite=True)
     except BaseException:
-        if tf.io.gfile.exists(tmp):
+        if fileio.exists(tmp):
             tf.io.gfile.remove(tmp)
         raise
 
@@ -98,23 +104,23 @@ def staged_directory(directory, last: tuple[str, ...] = ()):
     file over what is there, the names in `last` after the others (so that a reader who trusts those files never
     finds them beside the old ones). The temporary directory is removed either way; so are those of killed
     writers of `directory`, first."""
-    directory = os.path.abspath(os.fspath(directory))
-    if os.path.exists(directory) and not os.path.isdir(directory):
+    directory = fileio.absolute(directory).rstrip("/")
+    if fileio.exists(directory) and not fileio.isdir(directory):
         raise FileExistsError(f"{directory}: exists and is not a directory")
-    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    fileio.makedirs(fileio.dirname(directory))
     remove_stale(directory)
     tmp = staging_name(directory)
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    fileio.rmtree(tmp)
+    fileio.makedirs(tmp)
     try:
         yield tmp
-        if not os.path.exists(directory):
-            os.rename(tmp, directory)
+        if not fileio.exists(directory):
+            fileio.replace(tmp, directory)
         else:
-            for filename in sorted(os.listdir(tmp), key=lambda f: f in last):
-                os.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
+            for filename in sorted(fileio.listdir(tmp), key=lambda f: f in last):
+                fileio.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fileio.rmtree(tmp)
 
 
 def copy_file(source, path) -> None:
@@ -147,49 +153,51 @@ def _exchange(a: str, b: str) -> None:
 def replace_dir(new: str, target: str) -> None:
     """Puts directory `new` at `target`, replacing any directory there as described in the module docstring. On
     return `new` no longer exists; if it raises, `target` is what it was before."""
-    if not os.path.exists(target):
-        os.replace(new, target)
+    if not fileio.exists(target):
+        fileio.replace(new, target)
         return
     try:
+        if fileio.is_url(target):
+            raise OSError(errno.ENOTSUP, "no exchange on this filesystem", target)
         _exchange(new, target)
     except OSError as e:
         if e.errno not in _UNSUPPORTED:
             raise
     else:
-        shutil.rmtree(new, ignore_errors=True)  # now the old version
+        fileio.rmtree(new)  # now the old version
         return
     old = staging_name(target, "old")
-    os.replace(target, old)
+    fileio.replace(target, old)
     try:
-        os.replace(new, target)
+        fileio.replace(new, target)
     except BaseException:
-        os.replace(old, target)
+        fileio.replace(old, target)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    fileio.rmtree(old)
 
 
 def remove_stale(path: str) -> list[str]:
     """Removes `<path>.tmp-<pid>[.ext]` and `<path>.old-<pid>` left by writers that are no longer running (an `.old`
     one is renamed back to `path` if `path` is missing, since it is then the last complete version); returns what
     it removed or restored."""
-    path = path.rstrip("/")
-    parent, base = os.path.split(os.path.abspath(path))
-    if not os.path.isdir(parent):
+    path = os.fspath(path).rstrip("/")
+    parent, base = fileio.dirname(fileio.absolute(path)), os.path.basename(path)
+    if not fileio.isdir(parent):
         return []
     pattern = re.compile(re.escape(base) + r"\.(tmp|old)-(\d+)(\.\w+)?$")
     done = []
-    for name in sorted(os.listdir(parent)):
+    for name in fileio.listdir(parent):
         match = pattern.match(name)
         if not match or pid_alive(int(match.group(2))):
             continue
         stale = os.path.join(parent, name)
-        if match.group(1) == "old" and not os.path.exists(path):
-            os.replace(stale, path)
-        elif os.path.isdir(stale) and not os.path.islink(stale):
-            shutil.rmtree(stale, ignore_errors=True)
+        if match.group(1) == "old" and not fileio.exists(path):
+            fileio.replace(stale, path)
+        elif fileio.isdir(stale) and not os.path.islink(stale):
+            fileio.rmtree(stale)
         else:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(stale)
+            with contextlib.suppress(FileNotFoundError, tf.errors.NotFoundError):
+                fileio.remove(stale)
         done.append(stale)
     return done
 
@@ -197,13 +205,13 @@ def remove_stale(path: str) -> list[str]:
 def remove_stale_checkpoint_temps(directory: str, prefix: str) -> list[str]:
     """Removes `<prefix>-<N>_temp/` staging directories of checkpoint saves that never finished. Call it before
     the run's first save: a training directory has one writer, so any such directory then is a killed run's."""
-    if not os.path.isdir(directory):
+    if not fileio.isdir(directory):
         return []
     pattern = re.compile(re.escape(prefix) + r"-\d+_temp$")
-    removed = [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if pattern.match(n)
-               and os.path.isdir(os.path.join(directory, n))]
+    removed = [os.path.join(directory, n) for n in fileio.listdir(directory) if pattern.match(n)
+               and fileio.isdir(os.path.join(directory, n))]
     for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
+        fileio.rmtree(path)
     return removed
 
 
@@ -245,8 +253,8 @@ def first_missing(path: str) -> str | None:
 def remove_if_empty(directory: str) -> bool:
     """Removes `directory` if it holds nothing but (empty) directories; returns whether it did. Never deletes a
     file: for undoing the directories a run created before it failed."""
-    if not os.path.isdir(directory) or os.path.islink(directory):
-        return False
+    if fileio.is_url(directory) or not os.path.isdir(directory) or os.path.islink(directory):
+        return False  # (an object store has no empty directories to undo)
     tree = list(os.walk(directory, topdown=False))
     if any(files or any(os.path.islink(os.path.join(top, d)) for d in dirs) for top, dirs, files in tree):
         return False

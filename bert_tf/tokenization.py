@@ -26,6 +26,8 @@ import unicodedata
 import keras
 import tensorflow as tf
 
+from bert_tf import fileio
+
 MAX_CHARS_PER_WORD = 200
 
 # Code point blocks the original treats as CJK ideographs (each becomes its own word).
@@ -41,7 +43,7 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
     """token -> id, one token per line in id order (the released `vocab.txt` format)."""
     vocab_file = os.fspath(vocab_file)
     try:
-        with open(vocab_file, encoding="utf-8") as f:
+        with fileio.open(vocab_file) as f:
             tokens = [line.rstrip("\n").rstrip("\r") for line in f]
     except FileNotFoundError:
         raise VocabError(f"{vocab_file}: vocab file not found") from None

@@ -30,7 +30,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import checkpoints, staging, tf_log
+from bert_tf import checkpoints, fileio, staging, tf_log
 from bert_tf.optimization import current_learning_rate, optimizer_kind
 
 tf_log.hide_saver_timings()
@@ -148,7 +148,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         checkpoints.restore_weights(model, init_checkpoint)
     logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)  # after the checks of what it starts from
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
-    directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")
+    directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")  # local: only the chief's counts
     for stale in staging.remove_stale_checkpoint_temps(directory, CHECKPOINT_NAME):
         logging.info("removed %s, left by a checkpoint save that did not finish", stale)
     manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
@@ -174,7 +174,7 @@ def _config_json(model) -> str | None:
 
 
 def _saved_config(path: str) -> dict | None:
-    reader = tf.train.load_checkpoint(path)
+    reader = fileio.load_checkpoint(path)
     key = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
     return json.loads(reader.get_tensor(key).decode()) if reader.has_tensor(key) else None
 
@@ -198,7 +198,7 @@ def _check_config(path: str, config: str | None, output_dir: str) -> None:
 
 def _check_optimizer(path: str, kind: str) -> None:
     """Refuses to resume the checkpoint at `path` with an optimizer other than the one that wrote it."""
-    reader = tf.train.load_checkpoint(path)
+    reader = fileio.load_checkpoint(path)
     key = f"{OPTIMIZER_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
     fresh = f"start a new --output_dir with --init_checkpoint={path} (its weights, without the optimizer state)"
     if not reader.has_tensor(key):

@@ -23,6 +23,7 @@ import time
 import numpy as np
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.records import FEATURES, file_sha256
 from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
@@ -74,7 +75,7 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
 # ------------------------------------------------------------------------------------------------ the whole run
 def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     """`--output_file` as a comma list of files, or a directory (existing or ending in '/') with N shards."""
-    if num_output_shards or output_file.endswith("/") or os.path.isdir(output_file):
+    if num_output_shards or output_file.endswith("/") or fileio.isdir(output_file):
         shards = num_output_shards or 1
         return [os.path.join(output_file, f"pretraining-{i:05d}-of-{shards:05d}.tfrecord") for i in range(shards)]
     return [p.strip() for p in output_file.split(",") if p.strip()]
@@ -201,9 +202,9 @@ def _metadata(files, output_files, vocab_file, options, gzip, totals, counts):
     return {
         "generator": "bert_tf data_gen",
         "flags": dataclasses.asdict(options) | {"gzip": gzip},
-        "vocab_file": os.path.abspath(vocab_file),
+        "vocab_file": fileio.absolute(vocab_file),
         "vocab_sha256": file_sha256(vocab_file),
-        "input_files": [os.path.abspath(f) for f in files],
+        "input_files": [fileio.absolute(f) for f in files],
         "shards": [{"path": os.path.basename(p), "instances": c} for p, c in zip(output_files, counts)],
         "instances": instances,
         "documents": totals["documents"],

@@ -14,7 +14,7 @@ import os
 from bert_tf.tokenization import BertTokenizerLayer
 
 import tensorflow as tf
-from bert_tf import staging
+from bert_tf import fileio, staging
 from data_gen.documents import CorpusError, expand_input_files
 
 
@@ -51,7 +51,7 @@ def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: i
 def write_vocab(tokens: list[str], path: str) -> None:
     """One token per line, written to a temporary name and renamed when complete."""
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fileio.makedirs(fileio.dirname(fileio.absolute(path)))
     staging.write_text(path, "".join(token + "\n" for token in tokens))
 
 

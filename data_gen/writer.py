@@ -4,10 +4,12 @@ the metadata's name and contents, one definition for the writer and the reader).
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 from absl import logging
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.records import METADATA_NAME, listed_shards
 from data_gen.appender import WindowAppender
 
@@ -23,11 +25,15 @@ class ShardWriter:
     shards, so that a reader can refuse any other file matched beside them (`bert_tf.pretraining.expand_files`).
     Call `abort()` only once no process appends any more (`generate` fails the appender and shuts its workers down
     first).
+
+    An output directory on another filesystem (`gs://...`, `bert_tf.fileio`) cannot be appended to by the workers:
+    its shards are built in a local temporary directory and copied there by `commit()`, each under a staging name
+    then renamed, before the metadata; local disk must hold one run's output.
     """
 
     def __init__(self, paths: list[str], gzip: bool = False):
-        self.paths = [os.path.abspath(p) for p in paths]
-        directories = sorted({os.path.dirname(p) for p in self.paths})
+        self.paths = [fileio.absolute(p) for p in paths]
+        directories = sorted({fileio.dirname(p) for p in self.paths})
         if len(directories) > 1:
             raise ValueError(f"--output_file: the shards must be in one directory, beside the metadata.json that "
                              f"lists them; got {len(directories)}: {', '.join(directories)}")
@@ -36,8 +42,10 @@ class ShardWriter:
             raise ValueError(f"--output_file: each shard needs its own name, other than {METADATA_NAME}")
         self.directory = directories[0]
         self.metadata_path = os.path.join(self.directory, METADATA_NAME)
-        os.makedirs(self.directory, exist_ok=True)
-        self._tmp = [staging.staging_name(path) for path in self.paths]
+        fileio.makedirs(self.directory)
+        self._local = tempfile.mkdtemp(prefix="bert_tf_shards-") if fileio.is_url(self.directory) else None
+        self._tmp = [os.path.join(self._local, os.path.basename(path)) if self._local else staging.staging_name(path)
+                     for path in self.paths]
         for path, tmp in zip(self.paths, self._tmp):
             staging.remove_stale(path)  # a killed run's
             open(tmp, "wb").close()  # empty: the workers append to it
@@ -57,17 +65,25 @@ class ShardWriter:
             f.write(staging.json_text(metadata))
             f.flush()  # written out: a full disk fails here
             for tmp, path in zip(self._tmp, self.paths):
-                os.replace(tmp, path)
+                if self._local:
+                    staging.copy_file(tmp, path)
+                else:
+                    os.replace(tmp, path)
+        if self._local:
+            shutil.rmtree(self._local, ignore_errors=True)
         stale = sorted(earlier - {os.path.basename(p) for p in self.paths})
         for name in stale:
             path = os.path.join(self.directory, name)
-            if os.path.isfile(path):
-                os.remove(path)
+            if fileio.isfile(path):
+                fileio.remove(path)
         if stale:
             logging.info("removed the %d shard(s) of the earlier run in %s that this run does not replace: %s",
                          len(stale), self.directory, ", ".join(stale))
 
     def abort(self) -> None:
+        if self._local:
+            shutil.rmtree(self._local, ignore_errors=True)
+            return
         for tmp in self._tmp:
             if os.path.exists(tmp):
                 os.remove(tmp)
@@ -75,7 +91,7 @@ class ShardWriter:
     def _earlier_shards(self) -> set[str]:
         """The shard names the directory's metadata.json lists (none without one); a metadata.json that cannot be
         read is replaced, with a warning: the shards it listed stay, and a reader refuses them by name."""
-        if not os.path.exists(self.metadata_path):
+        if not fileio.exists(self.metadata_path):
             return set()
         try:
             return listed_shards(self.metadata_path) or set()

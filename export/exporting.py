@@ -17,7 +17,7 @@ import tempfile
 import bert_tf  # noqa: F401
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf import fileio, tasks
 
 TASK_KINDS = tasks.export_kinds()
 KINDS = ("preprocessor", "encoder", "mlm", *TASK_KINDS)
@@ -70,16 +70,16 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     track_captured_variables(module, functions)
     staging.remove_stale(export_dir)
     tmp = staging.staging_name(export_dir)
-    shutil.rmtree(tmp, ignore_errors=True)
+    fileio.rmtree(tmp)
     try:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         report = ops.check(tmp, serving_tf_text, serving_version)
-        os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+        fileio.makedirs(os.path.join(tmp, "assets.extra"))
         staging.write_text(os.path.join(tmp, "assets.extra", "ops.json"), json.dumps(report, indent=2))
-        os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
+        fileio.makedirs(fileio.dirname(fileio.absolute(export_dir)))
         staging.replace_dir(tmp, export_dir)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fileio.rmtree(tmp)
         raise
     return report
 
@@ -90,7 +90,7 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
     from bert_tf.tasks import task_info
 
     family = tasks.family_for_export(kind)
-    info = task_info.read(model_dir) if model_dir and os.path.exists(os.path.join(model_dir, MODEL_FILE)) else None
+    info = task_info.read(model_dir) if model_dir and fileio.exists(os.path.join(model_dir, MODEL_FILE)) else None
     if info is None:
         raise FileNotFoundError(f"--model_dir={model_dir}: no fine-tuned model ({MODEL_FILE}, {task_info.FILE}); "
                                 f"train one with {family.program}")

@@ -9,7 +9,7 @@ import re
 
 import tensorflow as tf
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_keras_hub
 from bert_tf.checkpoints.model_garden import is_model_garden, load_model_garden
@@ -27,7 +27,7 @@ def output_format(output, fmt: str = "auto") -> tuple[str, str]:
     if fmt not in ("auto", *FORMATS):
         raise ValueError(f"--output_format={fmt}: expected auto or one of {', '.join(FORMATS)}")
     if fmt == "keras_hub":
-        if os.path.exists(output) and not os.path.isdir(output):
+        if fileio.exists(output) and not fileio.isdir(output):
             raise ValueError(f"--output={output}: a keras-hub preset is a directory; give a directory name")
         return fmt, output
     if fmt == "original" and not re.search(r"\.ckpt(-\d+)?$", output):
@@ -42,10 +42,10 @@ def output_format(output, fmt: str = "auto") -> tuple[str, str]:
         if os.path.basename(output) != "model.safetensors":
             raise ValueError(f"--output={output}: HF transformers loads weights only from a file named "
                              "model.safetensors; pass DIR/model.safetensors or the directory DIR")
-        return "hf", os.path.dirname(os.path.abspath(output))
-    if output.endswith(("/", os.sep)) or os.path.isdir(output):
+        return "hf", fileio.dirname(fileio.absolute(output))
+    if output.endswith(("/", os.sep)) or fileio.isdir(output):
         return "hf", output
-    if not os.path.exists(output) and not os.path.splitext(os.path.basename(output))[1]:
+    if not fileio.exists(output) and not os.path.splitext(os.path.basename(output))[1]:
         return "hf", output  # a new name without an extension: the HF directory to create
     raise ValueError(f"--output={output}: the name does not say what to write; end it in .ckpt (original TF1 "
                      "checkpoint), .keras (Keras model) or / or model.safetensors (HF directory), or give "
@@ -61,7 +61,7 @@ def is_finetuned(path: str) -> bool:
     from bert_tf.finetuning import MODEL_FILE
     from bert_tf.tasks import task_info
 
-    return all(os.path.isfile(os.path.join(path, name)) for name in (MODEL_FILE, task_info.FILE))
+    return all(fileio.isfile(os.path.join(path, name)) for name in (MODEL_FILE, task_info.FILE))
 
 
 def _load_finetuned(path: str, model: str):
@@ -100,7 +100,7 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     if model == "classifier" and fmt != "keras_hub":
         raise CheckpointError("--model=classifier: a fine-tuned classifier is written as a keras-hub "
                               "BertTextClassifier preset (--output_format=keras_hub); export_saved_model serves it")
-    if vocab_file is not None and not os.path.isfile(vocab_file):
+    if vocab_file is not None and not fileio.isfile(vocab_file):
         raise ValueError(f"--vocab_file={vocab_file}: no such file")
     if vocab_file is not None and model == "classifier":
         raise ValueError(f"--vocab_file={vocab_file}: the classifier's preset takes the vocab.txt of its model "
@@ -115,14 +115,14 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     if input_format == "auto":
         if is_keras_hub(input_path):
             input_format = "keras_hub"
-        elif os.path.isdir(input_path) and is_finetuned(input_path):
+        elif fileio.isdir(input_path) and is_finetuned(input_path):
             input_format = "finetuned"
         elif is_model_garden(input_path):
             input_format = "model_garden"
         elif is_hf_directory(input_path) or input_path.endswith(".safetensors"):
             input_format = "hf"
-        elif (re.search(r"\.ckpt(-\d+)?(\.index|\.data-.*)?$", input_path) or os.path.isfile(input_path + ".index")
-              or (os.path.isdir(input_path) and tf.io.gfile.glob(os.path.join(input_path, "*.index")))):
+        elif (re.search(r"\.ckpt(-\d+)?(\.index|\.data-.*)?$", input_path) or fileio.isfile(input_path + ".index")
+              or (fileio.isdir(input_path) and tf.io.gfile.glob(os.path.join(input_path, "*.index")))):
             input_format = "original"  # its reader says what is missing
         else:
             raise CheckpointError(f"--input={input_path}: not a format convert_checkpoint reads: an original TF1 "
@@ -130,7 +130,7 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
                                   "model.safetensors or its shards), a keras-hub preset or .weights.h5, a Model "
                                   "Garden checkpoint or TF Hub SavedModel, or a fine-tuning output directory "
                                   "(model.keras + task.json)")
-    source_dir = input_path if os.path.isdir(input_path) else os.path.dirname(input_path)
+    source_dir = input_path if fileio.isdir(input_path) else fileio.dirname(input_path)
     if model == "classifier" and input_format != "finetuned":
         raise CheckpointError(f"--model=classifier: --input={input_path} is not a fine-tuning output directory "
                               "(model.keras + task.json, written by run_classifier)")
@@ -155,11 +155,11 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
         config = bert_config_file or os.path.join(source_dir, "bert_config.json")
         built = load_original(input_path, config, model=model)
     for vocab in (os.path.join(source_dir, "vocab.txt"), os.path.join(source_dir, "assets", "vocab.txt")):
-        if vocab_file is None and os.path.isfile(vocab):  # a TF Hub SavedModel keeps its vocabulary as an asset
+        if vocab_file is None and fileio.isfile(vocab):  # a TF Hub SavedModel keeps its vocabulary as an asset
             vocab_file = vocab
 
     if fmt == "keras":
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        fileio.makedirs(fileio.dirname(fileio.absolute(target)))
         with staging.staged_file(target, suffix=".keras") as tmp:  # Keras saves only to a name ending in .keras
             built.save(tmp)
     elif fmt == "hf":
@@ -170,8 +170,8 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
         save_keras_hub(built, target)
     else:
         save_original(built, target)
-        out_dir = os.path.dirname(os.path.abspath(target))
+        out_dir = fileio.dirname(fileio.absolute(target))
         built.bert_config.to_json_file(os.path.join(out_dir, "bert_config.json"))
-        if vocab_file and os.path.abspath(vocab_file) != os.path.join(out_dir, "vocab.txt"):
+        if vocab_file and fileio.absolute(vocab_file) != os.path.join(out_dir, "vocab.txt"):
             staging.copy_file(vocab_file, os.path.join(out_dir, "vocab.txt"))
     return fmt, target

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_fits, hf_name, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
@@ -20,32 +19,29 @@ INDEX = "model.safetensors.index.json"  # a sharded checkpoint: {"weight_map": {
 
 def is_hf_directory(path: str) -> bool:
     """Whether `path` is a directory of HF weights: `model.safetensors`, or shards listed by `INDEX`."""
-    import tensorflow as tf
-
-    return tf.io.gfile.isdir(path) and any(tf.io.gfile.exists(os.path.join(path, name))
-                                           for name in ("model.safetensors", INDEX))
+    return fileio.isdir(path) and any(fileio.exists(os.path.join(path, name)) for name in ("model.safetensors", INDEX))
 
 
 def _hf_files(path: str) -> tuple[list[str], str]:
     """(the safetensors files holding the weights, config.json) of an HF directory or of one of its files."""
     path = os.fspath(path)
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    directory = path if fileio.isdir(path) else fileio.dirname(path)
     config = os.path.join(directory, "config.json")
     single, index = os.path.join(directory, "model.safetensors"), os.path.join(directory, INDEX)
-    if path.endswith(".safetensors") or os.path.exists(single) or not os.path.exists(index):
+    if path.endswith(".safetensors") or fileio.exists(single) or not fileio.exists(index):
         weights = [path if path.endswith(".safetensors") else single]
     else:
         try:
-            with open(index, encoding="utf-8") as f:
+            with fileio.open(index) as f:
                 shards = sorted(set(json.load(f)["weight_map"].values()))
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' ({e})") from None
         weights = [os.path.join(directory, shard) for shard in shards]
-        missing = [shard for shard, file in zip(shards, weights) if not os.path.exists(file)]
+        missing = [shard for shard, file in zip(shards, weights) if not fileio.exists(file)]
         if missing:
             raise CheckpointError(f"{index} lists {len(shards)} shards; not found beside it: {', '.join(missing)}")
     for needed, what in ((weights[0], "model.safetensors"), (config, "config.json")):
-        if not os.path.exists(needed):
+        if not fileio.exists(needed):
             raise CheckpointError(f"{path}: {what} not found; pass a directory with config.json and "
                                   f"model.safetensors or a sharded {INDEX} (HF format)")
     return weights, config
@@ -55,13 +51,14 @@ def read_hf(path: str) -> dict[str, np.ndarray]:
     """The tensors of an HF checkpoint (one `model.safetensors`, or every shard its index lists), with the `bert.`
     prefix of HF task models removed."""
     from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
 
     weights, _ = _hf_files(path)
     tensors = {}
     for file in weights:
         try:
-            tensors.update(load_file(file))
+            with fileio.open(file, "rb") as f:
+                tensors.update(load(f.read()))
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{file}: unreadable safetensors file ({e})") from None
     return {name.removeprefix("bert."): value for name, value in tensors.items()}
@@ -110,7 +107,7 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
     embeddings, as HF saves it). A new directory is written under a temporary name and renamed into place; into an
     existing one each file is renamed in, `config.json` last, so a crash never leaves a directory that loads.
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     architecture = _HF_ARCHITECTURES.get(type(model))
     if architecture is None:
@@ -122,11 +119,12 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
             name = "bert." + name
         value = np.asarray(slot.variable.numpy(), dtype=np.float32)
         tensors[name] = np.ascontiguousarray(value.T if slot.transpose_hf else value)
-    if os.path.exists(directory) and not os.path.isdir(directory):
+    if fileio.exists(directory) and not fileio.isdir(directory):
         raise CheckpointError(f"{directory}: exists and is not a directory; an HF model is a directory")
     with staging.staged_directory(directory, last=("config.json",)) as tmp:
-        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        with fileio.open(os.path.join(tmp, "model.safetensors"), "wb") as f:
+            f.write(save(tensors, metadata={"format": "pt"}))
         if vocab_file:
-            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+            fileio.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
         model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
-    return os.path.abspath(os.fspath(directory))
+    return fileio.absolute(directory)

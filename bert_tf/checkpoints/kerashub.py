@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder
@@ -64,10 +64,10 @@ def is_keras_hub(path: str) -> bool:
     if path.endswith(".weights.h5"):
         return True
     config = os.path.join(path, "config.json")
-    if not os.path.isdir(path) or not os.path.isfile(config):
+    if not fileio.isdir(path) or not fileio.isfile(config):
         return False
     try:
-        with open(config, encoding="utf-8") as f:
+        with fileio.open(config) as f:
             return str(json.load(f).get("module", "")).startswith("keras_hub")
     except (json.JSONDecodeError, OSError, AttributeError):
         return False
@@ -79,13 +79,13 @@ def _backbone(path: str):
 
     keras_hub = _keras_hub()
     path = os.fspath(path)
-    directory = os.path.dirname(path) if path.endswith(".weights.h5") else path
+    directory = fileio.dirname(path) if path.endswith(".weights.h5") else path
     weights = path if path.endswith(".weights.h5") else os.path.join(path, PRESET_WEIGHTS)
     for needed in (os.path.join(directory, "config.json"), weights):
-        if not os.path.isfile(needed):
+        if not fileio.isfile(needed):
             raise CheckpointError(f"{path}: {os.path.basename(needed)} not found; pass a keras-hub preset directory "
                                   "(save_to_preset) or a .weights.h5 with the backbone's config.json beside it")
-    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+    with fileio.open(os.path.join(directory, "config.json")) as f:
         config = json.load(f)
     if config.get("class_name") != "BertBackbone":
         what = (f"a keras-hub {config.get('class_name')} preset" if str(config.get("module", "")).startswith(
@@ -197,4 +197,4 @@ def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lowe
                               f"classifier (BertTextClassifier), not for a {type(model).__name__}")
     with staging.staged_directory(directory, last=("config.json",)) as tmp:
         task.save_to_preset(tmp)
-    return os.path.abspath(os.fspath(directory))
+    return fileio.absolute(directory)

@@ -21,6 +21,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder
@@ -60,21 +61,21 @@ def _translate(name: str) -> str | None:
 
 
 def is_saved_model(path: str) -> bool:
-    return os.path.isfile(os.path.join(os.fspath(path), "saved_model.pb"))
+    return fileio.isfile(os.path.join(os.fspath(path), "saved_model.pb"))
 
 
 def _checkpoint_prefix(path: str) -> str:
     path = os.fspath(path)
     if is_saved_model(path):
         return os.path.join(path, "variables", "variables")
-    return (tf.train.latest_checkpoint(path) or path) if os.path.isdir(path) else path
+    return (tf.train.latest_checkpoint(path) or path) if fileio.isdir(path) else path
 
 
 def _object_graph(path: str):
     """(a reader, the object graph) of the object-based checkpoint at `path` (or a SavedModel's)."""
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-    reader = tf.train.load_checkpoint(_checkpoint_prefix(path))
+    reader = fileio.load_checkpoint(_checkpoint_prefix(path))
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     return reader, [a for node in graph.nodes for a in node.attributes if a.name == "VARIABLE_VALUE"]
@@ -135,9 +136,9 @@ def read_model_garden(path: str, bert_config_file: str | None = None) -> tuple[B
     if "bert/embeddings/word_embeddings" not in tensors:
         raise CheckpointError(f"{path}: no Model Garden BERT encoder variables (word_embeddings/embeddings, "
                               "transformer/layer_0/...)")
-    config_file = bert_config_file or os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
+    config_file = bert_config_file or os.path.join(path if fileio.isdir(path) else fileio.dirname(path),
                                                    "bert_config.json")
-    config = (BertConfig.from_json_file(config_file) if os.path.isfile(config_file)
+    config = (BertConfig.from_json_file(config_file) if fileio.isfile(config_file)
               else _config_from_shapes(tensors, path))
     h = config.hidden_size
     for name, value in tensors.items():  # per-head attention tensors -> the original's [H, H] and [H]

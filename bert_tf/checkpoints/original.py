@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, build_model, variable_map
 from bert_tf.config import BertConfig
 
 
 def _resolve_checkpoint(path: str) -> str:
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if fileio.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             raise CheckpointError(f"{path}: directory holds no TF checkpoint (no 'checkpoint' index file); pass the "
                                   "checkpoint prefix, e.g. .../bert_model.ckpt")
         return latest
-    if not os.path.exists(path + ".index"):
+    if not fileio.exists(path + ".index"):
         raise CheckpointError(f"{path}: no TF checkpoint here ({path}.index not found); pass the prefix without "
                               "the .index/.data suffix, e.g. .../bert_model.ckpt")
     return path
@@ -32,7 +30,7 @@ def read_original(path: str) -> dict[str, np.ndarray]:
     """All tensors of a TF1 (name-based) checkpoint, by name."""
     prefix = _resolve_checkpoint(path)
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        reader = fileio.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: unreadable checkpoint ({e.__class__.__name__}: {e})") from None
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
@@ -66,8 +64,8 @@ def save_original(model, prefix: str, global_step: int | None = None) -> str:
     place when complete, the `.index` last, so a crash never leaves a checkpoint that looks whole.
     """
     prefix = os.fspath(prefix)
-    directory = os.path.dirname(os.path.abspath(prefix))
-    os.makedirs(directory, exist_ok=True)
+    directory = fileio.dirname(fileio.absolute(prefix))
+    fileio.makedirs(directory)
     slots = variable_map(model)
     names = [slot.name for slot in slots]
     tensors = []
@@ -77,13 +75,13 @@ def save_original(model, prefix: str, global_step: int | None = None) -> str:
     if global_step is not None:
         names.append("global_step")
         tensors.append(tf.constant(global_step, tf.int64))
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".ckpt-tmp-") as tmp:
+    with fileio.temporary_directory(directory, prefix=".ckpt-tmp-") as tmp:
         tmp_prefix = os.path.join(tmp, os.path.basename(prefix))
         tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=tensors)
-        produced = sorted(os.listdir(tmp), key=lambda f: f.endswith(".index"))
+        produced = sorted(fileio.listdir(tmp), key=lambda f: f.endswith(".index"))
         for filename in produced:
-            shutil.move(os.path.join(tmp, filename), os.path.join(directory, filename))
+            fileio.replace(os.path.join(tmp, filename), os.path.join(directory, filename))
     base = os.path.basename(prefix)
     staging.write_text(os.path.join(directory, "checkpoint"),
                        f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')

@@ -9,6 +9,7 @@ import re
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.checkpoints.hf import is_hf_directory, restore_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, restore_keras_hub
 from bert_tf.checkpoints.model_garden import is_model_garden, restore_model_garden
@@ -68,11 +69,11 @@ def restore_weights(model, path: str) -> str:
         restore_model_garden(model, path)
         logging.info("initialised weights from %s", path)
         return path
-    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
+    resolved = tf.train.latest_checkpoint(path) if fileio.isdir(path) else path
     if not resolved:
         raise CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
     try:
-        names = {name for name, _ in tf.train.list_variables(resolved)}
+        names = set(fileio.load_checkpoint(resolved).get_variable_to_shape_map())
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"--init_checkpoint={path}: cannot read a checkpoint there "
                               f"({str(e).splitlines()[0]})") from None

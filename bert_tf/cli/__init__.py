@@ -99,14 +99,16 @@ def _file_error(error: BaseException, paths: list) -> str | None:
         where, text = None, error.message.splitlines()[0]
     else:
         return None
+    from bert_tf import fileio
+
     for flag, value, path in paths:
-        path = os.path.abspath(path)
-        if where is not None:
-            concerned = os.path.commonpath([where, path]) in (where, path)  # the output, in it or above it
+        path = fileio.absolute(path)
+        if where is not None:  # the output, in it or above it
+            concerned = not fileio.is_url(path) and os.path.commonpath([where, path]) in (where, path)
         else:
             parents = [path]
-            while os.path.dirname(parents[-1]) != parents[-1]:
-                parents.append(os.path.dirname(parents[-1]))
+            while fileio.dirname(parents[-1]) != parents[-1]:
+                parents.append(fileio.dirname(parents[-1]))
             concerned = any(parent in text for parent in parents[:-1])  # not the root
         if concerned:
             return f"cannot write --{flag}={value}: {text}; give another --{flag}"

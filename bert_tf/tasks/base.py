@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 
+from bert_tf import fileio
+
 
 class DataError(ValueError):
     """Task data that cannot be used: missing or malformed files, unknown labels, empty splits."""
@@ -14,7 +16,7 @@ def open_text(path: str, newline: str | None = None) -> io.StringIO:
     """A UTF-8 text file as a file object (`newline` as for `open`; "" for the csv module), read whole first so
     that bytes that are not UTF-8 are one `DataError` naming the file, line and byte rather than a decoding error
     that names neither."""
-    with open(path, "rb") as f:
+    with fileio.open(path, "rb") as f:
         data = f.read()
     try:
         text = data.decode("utf-8")

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import finetuning
+from bert_tf import fileio, finetuning
 from bert_tf.serving import Preprocessor, hold, labels_asset, trim
 from bert_tf.tasks.base import DataError, Family, Task
 from bert_tf.training import write_lines, write_results
@@ -115,7 +115,7 @@ class Classification(Family):
         features = lambda examples: self.features(examples, vocab_file, options.do_lower_case,  # noqa: E731
                                                   options.max_seq_length)
         dev_data = {s: (features(ex), label_array(task, ex, f"{task.name} {s}")) for s, ex in devs.items()}
-        os.makedirs(output_dir, exist_ok=True)
+        fileio.makedirs(output_dir)
         results: dict = {}
 
         def evaluate(model, split="dev"):

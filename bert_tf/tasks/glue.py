@@ -14,7 +14,7 @@ import sys
 
 from absl import logging
 
-from bert_tf import staging
+from bert_tf import fileio, staging
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Example, Task, open_text
 
@@ -50,7 +50,7 @@ class GlueTask(Task):
         if split not in self.files:
             raise DataError(f"{self.name} has no split {split!r}; it has {', '.join(self.files)}")
         path = os.path.join(data_dir, self.files[split])
-        if not os.path.exists(path):
+        if not fileio.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold the GLUE files of {self.name} "
                             f"({', '.join(self.files.values())})")
         columns = self.columns.get(split) or self.columns[split.split("_")[0] if split.startswith("test") else
@@ -129,7 +129,7 @@ class GlueTask(Task):
 
     def write_submission(self, directory: str, split: str, guids, predictions) -> str:
         """The GLUE server's format: `index<TAB>prediction`, labels by name (STS-B: the score in [0, 5])."""
-        os.makedirs(directory, exist_ok=True)
+        fileio.makedirs(directory)
         path = os.path.join(directory, self.submission[split])
         with staging.atomic_write(path) as f:
             f.write("index\tprediction\n")

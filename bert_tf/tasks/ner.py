@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Task, open_text
 
@@ -25,7 +26,7 @@ class Sentence:
 
 
 def read_sentences(path: str) -> list[Sentence]:
-    if not os.path.exists(path):
+    if not fileio.exists(path):
         raise DataError(f"{path}: not found; --data_dir must hold {', '.join(FILES.values())}")
     sentences, words, tags, start = [], [], [], 1
     columns = None  # (count, line): every token line has as many columns as the file's first

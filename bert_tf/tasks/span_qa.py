@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import finetuning
+from bert_tf import fileio, finetuning
 from bert_tf.serving import hold, string_spec
 from bert_tf.tasks import squad, squad_eval, windows
 from bert_tf.tasks.base import DataError, Family
@@ -100,7 +100,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         if options.do_train and cells > 1 and not has_answers:
             raise DataError(f"--predict_file={predict_file or tfds_name}: no answers to score the grid's {cells} "
                             "cells by; give a predict file with answers, or one value per grid flag")
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     results: dict = {}
 
     def predict(model, threshold):

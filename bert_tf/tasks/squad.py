@@ -20,6 +20,7 @@ import os
 import numpy as np
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.tasks.base import DataError, open_text
 from bert_tf.tokenization import basic_tokenize
 
@@ -168,8 +169,8 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
     when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time."""
     import tensorflow as tf
 
-    stat = os.stat(vocab_file)
-    run = _window_function(os.path.abspath(vocab_file), stat.st_mtime_ns, stat.st_size, do_lower_case,
+    stat = fileio.stat(vocab_file)
+    run = _window_function(fileio.absolute(vocab_file), stat.st_mtime_ns, stat.st_size, do_lower_case,
                            max_seq_length, doc_stride, max_query_length)
     features, arrays = [], {k: [] for k in ("input_word_ids", "input_mask", "input_type_ids", "start_logits",
                                              "end_logits")}

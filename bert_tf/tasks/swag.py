@@ -10,6 +10,7 @@ import os
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Example, Task, open_text
 
@@ -23,7 +24,7 @@ class SwagTask(Task):
 
     def examples(self, data_dir: str, split: str) -> list[Example]:
         path = os.path.join(data_dir, FILES[split])
-        if not os.path.exists(path):
+        if not fileio.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold SWAG's {', '.join(FILES.values())}")
         examples, malformed = [], 0
         with open_text(path, newline="") as f:

@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import finetuning
+from bert_tf import fileio, finetuning
 from bert_tf.models import INPUT_NAMES
 from bert_tf.serving import hold, string_spec, labels_asset
 from bert_tf.tasks import ner, tag_features, task_info, windows
@@ -107,7 +107,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
             where = f"{tfds_name}:{split}" if tfds_name else os.path.join(data_dir, ner.FILES[split])
             ner.check_tags([s for s in sentences if s.tags], tags, where)
             data[split] = (sentences, encode(sentences))
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     results: dict = {}
 
     def predict(model, split):

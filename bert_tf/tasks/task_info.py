@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 
+from bert_tf import fileio
 from bert_tf.tasks.base import DataError
 
 FILE = "task.json"
@@ -69,10 +70,10 @@ def read(directory: str) -> TaskInfo | None:
     """The TaskInfo in `directory`, or None where there is no task.json. A file this version cannot read (a newer
     format, unknown or missing keys) is a DataError naming it."""
     path = os.path.join(directory, FILE)
-    if not os.path.exists(path):
+    if not fileio.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
+        with fileio.open(path) as f:
             values = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path}: not a task.json written by fine-tuning ({e}); fine-tune again into a new "

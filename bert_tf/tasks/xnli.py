@@ -9,6 +9,7 @@ import dataclasses
 import os
 import sys
 
+from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Example, Task, open_text
 
@@ -36,7 +37,7 @@ class XnliTask(Task):
         return examples
 
     def _rows(self, path):
-        if not os.path.exists(path):
+        if not fileio.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold XNLI (xnli.dev.tsv) and the translated "
                             "MultiNLI (multinli/multinli.train.<lang>.tsv)")
         with open_text(path, newline="") as f:
