@@ -23,6 +23,7 @@ def ram():
     root = f"ram://{uuid.uuid4().hex}"
     yield root
     fileio.rmtree(root)
+    assert not os.path.exists("ram:"), "a ram:// path was written to the local directory 'ram:'"
 
 
 def _read(path):
@@ -49,7 +50,6 @@ def test_generate_pretrain_resume_and_export_with_every_path_on_ram(data, ram, t
 
     for name in ("corpus.txt", "vocab.txt", "bert_config.json"):
         fileio.copy(str(data / name), f"{ram}/{name}")
-    assert not os.path.exists("ram:") and not os.path.exists(f"{ram}")  # nothing went to a local 'ram:' path
 
     # data_gen: the workers append to local files, which are put on ram:// at commit; the same bytes as on disk
     options = Options(max_seq_length=SEQ, max_predictions_per_seq=PREDS, dupe_factor=2, window_size=200)
@@ -117,7 +117,6 @@ def test_generate_pretrain_resume_and_export_with_every_path_on_ram(data, ram, t
     assert served[0].keys() == served[1].keys()
     for key in served[0]:
         np.testing.assert_array_equal(served[0][key].numpy(), served[1][key].numpy(), err_msg=key)
-    assert not os.path.exists("ram:")
 
 
 def test_fine_tune_evaluate_and_export_a_classifier_on_ram(minilm_dir, ram, tmp_path):
@@ -162,7 +161,6 @@ def test_fine_tune_evaluate_and_export_a_classifier_on_ram(minilm_dir, ram, tmp_
     assert served[0].keys() == served[1].keys() and served[0]
     for key in served[0]:
         np.testing.assert_array_equal(served[0][key].numpy(), served[1][key].numpy(), err_msg=key)
-    assert not os.path.exists("ram:")
 
 
 def test_fileio_answers_for_ram_as_for_a_local_directory(ram, tmp_path):
@@ -194,3 +192,37 @@ def test_fileio_answers_for_ram_as_for_a_local_directory(ram, tmp_path):
     with pytest.raises(FileNotFoundError):
         fileio.open(f"{ram}/missing.txt")
     assert fileio.dirname(f"{ram}") == "ram://" and fileio.absolute(f"{ram}/x") == f"{ram}/x"
+
+
+def test_convert_between_formats_on_ram(tiny_config, ram, tmp_path):
+    """convert_checkpoint's writers and readers on ram://: original -> HF -> keras-hub -> original (and .keras), each
+    step from and to ram://, ends with the weights it started from; the HF files equal those written on disk."""
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import save_original
+    from bert_tf.checkpoints.conversion import convert
+    from bert_tf.models import BertEncoder
+    from tests.conftest import make_batch
+
+    encoder = BertEncoder(tiny_config)
+    encoder(make_batch(tiny_config))
+    for variable in encoder.weights:  # not the initial values: a swapped or skipped tensor must show
+        variable.assign(tf.random.stateless_normal(variable.shape, [len(variable.path), 7]) * 0.1)
+    save_original(encoder, f"{ram}/original/bert_model.ckpt")
+    tiny_config.to_json_file(f"{ram}/original/bert_config.json")
+    convert(f"{ram}/original/bert_model.ckpt", f"{ram}/hf")
+    convert(f"{ram}/hf", f"{ram}/kerashub", output_format_name="keras_hub")
+    convert(f"{ram}/kerashub", f"{ram}/model.keras")  # (written only: convert_checkpoint does not read .keras)
+    convert(f"{ram}/kerashub", f"{ram}/back/bert_model.ckpt")
+    convert(f"{ram}/hf", str(tmp_path / "hf"))
+    for name in ("config.json", "model.safetensors"):
+        with tf.io.gfile.GFile(f"{ram}/hf/{name}", "rb") as f:
+            assert f.read() == (tmp_path / "hf" / name).read_bytes(), name
+    import keras
+
+    assert len(keras.saving.load_model(f"{ram}/model.keras").weights) == len(encoder.weights)
+    start = _weights(f"{ram}/original/bert_model.ckpt")
+    end = _weights(f"{ram}/back/bert_model.ckpt")
+    assert start.keys() == end.keys() and len(start) > 10
+    for name in start:
+        np.testing.assert_allclose(start[name], end[name], atol=0, rtol=0, err_msg=name)

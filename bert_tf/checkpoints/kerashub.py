@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import numpy as np
 
@@ -196,5 +197,20 @@ def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lowe
         raise CheckpointError(f"{directory}: keras-hub has a BERT preset for the encoder (BertBackbone) and the "
                               f"classifier (BertTextClassifier), not for a {type(model).__name__}")
     with staging.staged_directory(directory, last=("config.json",)) as tmp:
-        task.save_to_preset(tmp)
+        _save_to_preset(task, tmp)
     return fileio.absolute(directory)
+
+
+def _save_to_preset(task, directory: str) -> None:
+    """`task.save_to_preset(directory)`. keras-hub writes a preset's JSON and vocabulary files with Python's `open`,
+    so a URL gets the files of a preset saved locally."""
+    if not fileio.is_url(directory):
+        task.save_to_preset(directory)
+        return
+    with tempfile.TemporaryDirectory(prefix="bert_tf_preset_") as local:
+        task.save_to_preset(local)
+        for top, _, files in os.walk(local):
+            target = os.path.join(directory, os.path.relpath(top, local)).removesuffix("/.")
+            fileio.makedirs(target)
+            for name in files:
+                fileio.copy(os.path.join(top, name), os.path.join(target, name))
