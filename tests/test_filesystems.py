@@ -51,6 +51,14 @@ def test_generate_pretrain_resume_and_export_with_every_path_on_ram(data, ram, t
     for name in ("corpus.txt", "vocab.txt", "bert_config.json"):
         fileio.copy(str(data / name), f"{ram}/{name}")
 
+    # build_vocab: read and written on ram://, the same file as on disk
+    from data_gen.vocab import build_vocab
+
+    for where in (ram, str(tmp_path)):
+        build_vocab(f"{ram}/corpus.txt" if where == ram else str(data / "corpus.txt"), f"{where}/learned.txt",
+                    vocab_size=300, num_unused=5)
+    assert _read(f"{ram}/learned.txt") == (tmp_path / "learned.txt").read_bytes()
+
     # data_gen: the workers append to local files, which are put on ram:// at commit; the same bytes as on disk
     options = Options(max_seq_length=SEQ, max_predictions_per_seq=PREDS, dupe_factor=2, window_size=200)
     meta = generate(f"{ram}/corpus.txt", output_paths(f"{ram}/records/", 4), f"{ram}/vocab.txt", options,
