@@ -4,24 +4,32 @@ Same functions, same windows, same seeds as `data_gen.generate`, so the records 
 for the same flags (the assignment of records to shard files is Beam's). Each file is read twice: once to count
 its documents, which gives every document its global index, then to emit the documents keyed by window, which
 reproduces the local windows exactly (window k = documents k*W..(k+1)*W-1 in reading order, a 1-document tail
-joining the window before it). Runs on the DirectRunner locally and on any Beam runner (Dataflow, Flink, Spark):
+joining the window before it). Corpus, vocabulary and output may be on any filesystem TensorFlow reads
+(`bert_tf.fileio`: `gs://...` on Dataflow). When the shards are written, `metadata.json` is written beside them
+with the same statistics as the local run's and the shards this run wrote, so that `run_pretraining` checks them
+as it checks local records. Runners (flags after `--`; docs/data.md has each command):
 
-  python -m data_gen.beam --input_file='gs://bucket/corpus/*.txt' --output_prefix=gs://bucket/records/train \
-      --vocab_file=vocab.txt --num_output_shards=256 -- --runner=DataflowRunner --project=... --region=...
+  python -m data_gen.beam --input_file='corpus/*.txt' --output_prefix=out/train --vocab_file=vocab.txt \
+      -- --runner=DirectRunner --direct_running_mode=multi_processing --direct_num_workers=8
 
-(The corpus paths must be readable by the workers; `read_documents` reads them with Python's `open`, so for
-object stores mount them or extend it with `apache_beam.io.filesystems`.) It writes no metadata.json, so nothing
-could tell a reader which shards are this run's: an output prefix that already has shards is refused.
+and DataflowRunner, FlinkRunner, SparkRunner, or Beam's DaskRunner on a Dask cluster
+(`--runner=apache_beam.runners.dask.dask_runner.DaskRunner --dask_client_address=HOST:PORT`).
+An output prefix that already has shards, or a directory with another run's metadata.json, is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import os
 
+from bert_tf import fileio, staging
+from bert_tf.records import METADATA_NAME
+from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError
-from data_gen.generate import Options, make_window
+from data_gen.generate import Options, describe_run, make_window
 
 
 def window_key(index: int, total: int, size: int) -> int:
@@ -47,9 +55,17 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
         raise ValueError(f"--output_prefix={output_prefix}: {len(earlier)} shard(s) of an earlier run are there "
                          f"({', '.join(sorted(earlier)[:3])}{', ...' if len(earlier) > 3 else ''}); delete them or "
                          "choose another prefix, so that a reader's glob matches this run's shards alone")
+    metadata_path = os.path.join(fileio.dirname(fileio.absolute(output_prefix)), METADATA_NAME)
+    if fileio.exists(metadata_path):
+        raise ValueError(f"--output_prefix={output_prefix}: {metadata_path} of another run is there (it lists "
+                         "the shards of its directory); delete it with its shards, or write to another directory")
+    vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
+    if "[MASK]" not in vocab:
+        raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
     files = documents_lib.expand_input_files(input_files)
     indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
-    counts = indexed | "Count" >> beam.Map(lambda f: (f[0], sum(1 for _ in documents_lib.read_documents([f[1]]))))
+    counts = indexed | "Count documents" >> beam.Map(
+        lambda f: (f[0], sum(1 for _ in documents_lib.read_documents([f[1]]))))
 
     def emit(item, counts):
         file_index, path = item
@@ -62,26 +78,65 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
     def make(item):
         key, members = item
         window = [document for _, document in sorted(members)]
-        records, _ = make_window(key, window, vocab_file, options)
-        return records.split()
+        records, stats = make_window(key, window, vocab_file, options)
+        return records.split(), stats
 
-    records = (indexed
-               | "Documents" >> beam.FlatMap(emit, counts=beam.pvalue.AsDict(counts))
-               | "Windows" >> beam.GroupByKey()
-               | "Instances" >> beam.FlatMap(make))
+    made = (indexed
+            | "Documents" >> beam.FlatMap(emit, counts=beam.pvalue.AsDict(counts))
+            | "Windows" >> beam.GroupByKey()
+            | "Instances" >> beam.Map(make))
+    records = made | "Records" >> beam.FlatMap(lambda window: window[0])
+    totals = (made | "Statistics" >> beam.Map(lambda window: window[1])
+              | "Sum" >> beam.CombineGlobally(_sum_statistics))
     compression = beam.io.filesystem.CompressionTypes.GZIP if gzip else beam.io.filesystem.CompressionTypes.UNCOMPRESSED
-    records | "Write" >> beam.io.WriteToTFRecord(output_prefix, num_shards=num_output_shards,
-                                                 compression_type=compression)
+    written = records | "Write" >> beam.io.WriteToTFRecord(output_prefix, num_shards=num_output_shards,
+                                                           compression_type=compression)
+    shards = written | "Count records" >> beam.Map(lambda path: (path, _count_records(path, gzip)))
+
+    def write_metadata(_, totals, shards):
+        shards = sorted(shards)
+        if not totals.get("instances"):
+            raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty documents "
+                              "separated by a blank line")
+        metadata = describe_run(files, [path for path, _ in shards], vocab_file, options, gzip, totals,
+                             [count for _, count in shards])
+        staging.write_json(metadata_path, dict(metadata, generator="bert_tf data_gen (Apache Beam)"))
+
+    (pipeline | "Once" >> beam.Create([None])
+     | "Metadata" >> beam.Map(write_metadata, totals=beam.pvalue.AsSingleton(totals),
+                              shards=beam.pvalue.AsList(shards)))
     return records
 
 
-def main(argv=None):
+def _sum_statistics(windows) -> dict:
+    totals: dict = {}
+    for stats in windows:
+        for key, value in stats.items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def _count_records(path: str, gzip: bool) -> int:
+    import tensorflow as tf
+
+    return sum(1 for _ in tf.data.TFRecordDataset(path, compression_type="GZIP" if gzip else ""))
+
+
+def remove_leftovers(output_prefix: str) -> list[str]:
+    """Removes the `beam-temp-<prefix name>-*` directories a finished run left beside its shards (Beam 2.77's
+    DaskRunner initialises a write more than once, and finalizes one); returns them."""
+    directory, name = fileio.dirname(fileio.absolute(output_prefix)), os.path.basename(output_prefix)
+    left = fileio.glob(os.path.join(directory, f"beam-temp-{name}-*"))
+    for path in left:
+        fileio.rmtree(path)
+    return left
+
+
+def parse_args(argv=None):
+    """(our flags, the generation `Options`, Beam's flags) from the command line."""
     import argparse
 
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="data_gen.beam", description=__doc__.split("\n")[0])
     parser.add_argument("--input_file", required=True)
     parser.add_argument("--output_prefix", required=True)
     parser.add_argument("--vocab_file", required=True)
@@ -92,12 +147,29 @@ def main(argv=None):
         parser.add_argument(f"--{field.name}", type=json.loads if kind is bool else kind, default=field.default)
     args, beam_args = parser.parse_known_args(argv)
     options = Options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Options)})
+    return args, options, [a for a in beam_args if a != "--"]
+
+
+def main(argv=None):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    args, options, beam_args = parse_args(argv)
     try:
-        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
-            build_pipeline(pipeline, args.input_file, args.output_prefix, args.vocab_file, options,
-                           args.num_output_shards, args.gzip)
+        pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+        build_pipeline(pipeline, args.input_file, args.output_prefix, args.vocab_file, options,
+                       args.num_output_shards, args.gzip)
     except (CorpusError, ValueError) as e:  # found while building the pipeline, before any work
         raise SystemExit(f"data_gen.beam: error: {e}") from None
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        client = getattr(result, "client", None)  # the DaskRunner's, which it leaves connected
+        if client is not None:
+            client.close()
+    for path in remove_leftovers(args.output_prefix):
+        logging.info("removed %s, a temporary directory the runner left", path)
 
 
 if __name__ == "__main__":

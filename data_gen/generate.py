@@ -147,7 +147,7 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             if not totals.get("instances"):
                 raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty "
                                   "documents separated by a blank line")
-            metadata = _metadata(files, output_files, vocab_file, options, gzip, totals, writer.counts)
+            metadata = describe_run(files, output_files, vocab_file, options, gzip, totals, writer.counts)
             writer.commit(metadata)
         except BaseException:
             writer.appender.fail()
@@ -197,7 +197,8 @@ def _run(stream, vocab_file, options, num_workers, appender):
             raise
 
 
-def _metadata(files, output_files, vocab_file, options, gzip, totals, counts):
+def describe_run(files, output_files, vocab_file, options, gzip, totals, counts) -> dict:
+    """The contents of `metadata.json` for a run's summed window statistics and its shards' record counts."""
     instances = totals["instances"]
     return {
         "generator": "bert_tf data_gen",

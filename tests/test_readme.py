@@ -192,7 +192,7 @@ def test_every_flag_named_in_prose_is_defined_by_some_tool(tool_flags):
     known = set().union(*tool_flags.values())
     wrong = []
     for doc in DOCS:
-        prose = re.sub(r"^```.*?^```", "", read(doc), flags=re.S | re.M)
+        prose = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", read(doc), flags=re.S | re.M)
         for span in re.findall(r"`([^`]+)`", prose):
             if re.match(r"\s*pip ", span):
                 continue
@@ -219,7 +219,8 @@ def test_the_flag_check_would_catch_a_wrong_flag(tool_flags):
 def anchors(text):
     """GitHub's ids for the headings of a Markdown file."""
     ids = set()
-    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M), flags=re.M):
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^[ \t]*```.*?^[ \t]*```", "", text, flags=re.S | re.M),
+                              flags=re.M):
         ids.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
     return ids
 
@@ -228,7 +229,7 @@ def test_every_relative_link_resolves():
     broken = []
     for doc in DOCS:
         text = read(doc)
-        for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)):
+        for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"^[ \t]*```.*?^[ \t]*```", "", text, flags=re.S | re.M)):
             if re.match(r"[a-z]+:", target):
                 continue
             path, _, anchor = target.partition("#")

@@ -628,43 +628,6 @@ def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     assert serialize({}, FEATURES).tfrecord_bytes() == b"" and serialize({}, FEATURES).split() == []
 
 
-def test_beam_pipeline_writes_the_same_records_as_the_local_run(vocab_file, tmp_path):
-    import apache_beam as beam
-    import tensorflow as tf
-
-    from data_gen.beam import build_pipeline, window_key
-    from data_gen.documents import windows
-    from data_gen.generate import Options, generate
-
-    from bench.common import docstring_lines
-
-    lines = docstring_lines()[:400]
-    for part, chunk in enumerate((lines[:230], lines[230:])):  # two files: windows span the file boundary
-        text = "\n".join(line + ("\n" if i % 5 == 4 else "") for i, line in enumerate(chunk))
-        (tmp_path / f"part{part}.txt").write_text(text, encoding="utf-8")
-    pattern = str(tmp_path / "part*.txt")
-    options = Options(dupe_factor=2, window_size=6, max_seq_length=48, max_predictions_per_seq=8)
-    generate(pattern, [str(tmp_path / "local" / "a.tfrecord"), str(tmp_path / "local" / "b.tfrecord")],
-             vocab_file, options, progress=False)
-    with beam.Pipeline() as pipeline:
-        build_pipeline(pipeline, pattern, str(tmp_path / "beam" / "records"), vocab_file, options,
-                       num_output_shards=3)
-
-    def records(directory):
-        files = sorted(str(p) for p in directory.iterdir() if "metadata" not in p.name)
-        return sorted(r.numpy() for r in tf.data.TFRecordDataset(files))
-
-    local, remote = records(tmp_path / "local"), records(tmp_path / "beam")
-    assert len(local) > 100 and local == remote
-    with pytest.raises(ValueError, match=r"--output_prefix=.*records: 3 shard\(s\) of an earlier run are there .*"
-                                         r"records-00000-of-00003.*; delete them or choose another prefix"):
-        build_pipeline(beam.Pipeline(), pattern, str(tmp_path / "beam" / "records"), vocab_file, options)
-    for total in (2, 7, 12, 13, 25):  # the key function reproduces the streaming windows, tail merge included
-        expected = [w for w in windows(iter(range(total)), 6)]
-        keys = [window_key(i, total, 6) for i in range(total)]
-        assert [[i for i in range(total) if keys[i] == k] for k in sorted(set(keys))] == expected
-
-
 def test_bad_flag_values_are_named_before_any_work(vocab_file, tmp_path):
     from data_gen.generate import Options, generate
 
