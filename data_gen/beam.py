@@ -1,9 +1,10 @@
 r"""The data_gen pipeline on Apache Beam, for corpora beyond one machine (optional extra: `pip install .[beam]`).
 
 Same functions, same windows, same seeds as `data_gen.generate`, so the records are the same as the local run's
-for the same flags (the assignment of records to shard files is Beam's). Each file is read twice: once to count
-its documents, which gives every document its global index, then to emit the documents keyed by window, which
-reproduces the local windows exactly (window k = documents k*W..(k+1)*W-1 in reading order, a 1-document tail
+for the same flags (the assignment of records to shard files is Beam's). The corpus (`--input_file`'s files, or a
+TFDS dataset's files: `tfds_corpus`) is read in parts, each part twice: once to count its documents, which gives
+every document its global index, then to emit the documents keyed by window, which reproduces the local windows
+exactly (window k = documents k*W..(k+1)*W-1 in reading order, a 1-document tail
 joining the window before it). Corpus, vocabulary and output may be on any filesystem TensorFlow reads
 (`bert_tf.fileio`: `gs://...` on Dataflow). When the shards are written, `metadata.json` is written beside them
 with the same statistics as the local run's and the shards this run wrote, so that `run_pretraining` checks them
@@ -30,6 +31,7 @@ from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError
 from data_gen.generate import Options, describe_run, make_window
+from data_gen.tfds_corpus import corpus_from_flags
 
 
 def window_key(index: int, total: int, size: int) -> int:
@@ -62,16 +64,16 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
     vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
     if "[MASK]" not in vocab:
         raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
-    files = documents_lib.expand_input_files(input_files)
-    indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
-    counts = indexed | "Count documents" >> beam.Map(
-        lambda f: (f[0], sum(1 for _ in documents_lib.read_documents([f[1]]))))
+    corpus = documents_lib.as_corpus(input_files)
+    parts = corpus.parts()
+    indexed = pipeline | "Parts" >> beam.Create(list(enumerate(parts)))
+    counts = indexed | "Count documents" >> beam.Map(lambda p: (p[0], sum(1 for _ in corpus.read(p[1]))))
 
     def emit(item, counts):
-        file_index, path = item
-        offset = sum(n for i, n in counts.items() if i < file_index)
+        part_index, part = item
+        offset = sum(n for i, n in counts.items() if i < part_index)
         total = sum(counts.values())
-        for local, document in enumerate(documents_lib.read_documents([path])):
+        for local, document in enumerate(corpus.read(part)):
             index = offset + local
             yield window_key(index, total, options.window_size), (index, document)
 
@@ -96,9 +98,9 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
     def write_metadata(_, totals, shards):
         shards = sorted(shards)
         if not totals.get("instances"):
-            raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty documents "
-                              "separated by a blank line")
-        metadata = describe_run(files, [path for path, _ in shards], vocab_file, options, gzip, totals,
+            raise CorpusError(f"{corpus.describe(parts)}: no instances; the corpus needs at least two non-empty "
+                              "documents separated by a blank line")
+        metadata = describe_run(corpus.source(parts), [path for path, _ in shards], vocab_file, options, gzip, totals,
                              [count for _, count in shards])
         staging.write_json(metadata_path, dict(metadata, generator="bert_tf data_gen (Apache Beam)"))
 
@@ -137,7 +139,12 @@ def parse_args(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(prog="data_gen.beam", description=__doc__.split("\n")[0])
-    parser.add_argument("--input_file", required=True)
+    parser.add_argument("--input_file")
+    parser.add_argument("--tfds_name")
+    parser.add_argument("--tfds_split")
+    parser.add_argument("--tfds_text_key")
+    parser.add_argument("--tfds_data_dir")
+    parser.add_argument("--tfds_keep_line_breaks", action="store_const", const=True)
     parser.add_argument("--output_prefix", required=True)
     parser.add_argument("--vocab_file", required=True)
     parser.add_argument("--num_output_shards", type=int, default=0)
@@ -156,8 +163,10 @@ def main(argv=None):
 
     args, options, beam_args = parse_args(argv)
     try:
+        corpus = corpus_from_flags(args.input_file, args.tfds_name, args.tfds_split, args.tfds_text_key,
+                                   args.tfds_data_dir, args.tfds_keep_line_breaks)
         pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-        build_pipeline(pipeline, args.input_file, args.output_prefix, args.vocab_file, options,
+        build_pipeline(pipeline, corpus, args.output_prefix, args.vocab_file, options,
                        args.num_output_shards, args.gzip)
     except (CorpusError, ValueError) as e:  # found while building the pipeline, before any work
         raise SystemExit(f"data_gen.beam: error: {e}") from None

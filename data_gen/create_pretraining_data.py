@@ -3,7 +3,8 @@ r"""Create masked-LM + next-sentence pretraining TFRecords from text (the origin
   python -m data_gen.create_pretraining_data --input_file=corpus/*.txt --output_file=out/ --num_output_shards=8 \
       --vocab_file=vocab.txt --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=2
 
-Input: one sentence per line, a blank line between documents. Output: the original record schema, and
+Input: one sentence per line, a blank line between documents; or a prepared TFDS text dataset (`--tfds_name`,
+docs/data.md). Output: the original record schema, and
 `metadata.json` beside the shards with the flags, the vocab's hash and statistics of what was written. A rerun into
 the same directory replaces the earlier run's shards once its own are complete.
 """
@@ -18,6 +19,13 @@ from absl import flags
 # they must start without TensorFlow, whose import costs each process seconds of CPU and hundreds of MB.
 
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of files and globs.")
+flags.DEFINE_string("tfds_name", None, "Instead of --input_file: a prepared TFDS text dataset, e.g. "
+                    "wikipedia/20230601.en (each example one document, split into sentences).")
+flags.DEFINE_string("tfds_split", None, "With --tfds_name: the split, any TFDS split expression (default: train).")
+flags.DEFINE_string("tfds_text_key", None, "With --tfds_name: the text feature (default: text).")
+flags.DEFINE_string("tfds_data_dir", None, "With --tfds_name: where the dataset is prepared (default: TFDS's).")
+flags.DEFINE_bool("tfds_keep_line_breaks", None, "With --tfds_name: the text's own lines as sentences, instead of "
+                  "splitting it into sentences (data_gen.sentences).")
 flags.DEFINE_string("output_file", None, "Output TFRecord files (comma-separated), or a directory for "
                     "--num_output_shards shards.")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file the model will be trained with.")
@@ -36,7 +44,7 @@ flags.DEFINE_integer("num_workers", 1, "Worker processes; the output does not de
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
 flags.DEFINE_integer("window_size", 1000, "Documents per window: the unit of shuffling, random-next sampling and "
                      "parallel work (memory grows with it, not with the corpus).")
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+flags.mark_flags_as_required(["output_file", "vocab_file"])
 
 
 def main(argv):
@@ -45,6 +53,7 @@ def main(argv):
     from bert_tf.tokenization import VocabError
     from data_gen.documents import CorpusError
     from data_gen.generate import Options, Terminated, generate, output_paths
+    from data_gen.tfds_corpus import corpus_from_flags
 
     f = flags.FLAGS
     options = Options(max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
@@ -53,7 +62,9 @@ def main(argv):
                       do_whole_word_mask=f.do_whole_word_mask, window_size=f.window_size,
                       random_next_sentence=f.random_next_sentence)
     try:
-        meta = generate(f.input_file, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
+        corpus = corpus_from_flags(f.input_file, f.tfds_name, f.tfds_split, f.tfds_text_key, f.tfds_data_dir,
+                                   f.tfds_keep_line_breaks)
+        meta = generate(corpus, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
                         num_workers=f.num_workers, gzip=f.gzip)
     except (CorpusError, VocabError, ValueError) as e:
         fail(e)

@@ -6,6 +6,7 @@ Nothing here holds more than one window of documents: `read_documents` yields do
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Iterable, Iterator
@@ -61,6 +62,41 @@ def read_documents(files: Iterable[str]) -> Iterator[list[str]]:
             yield document
         if damaged:
             logging.warning("%s: %d line(s) had invalid UTF-8 bytes; those bytes were dropped", path, damaged)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileCorpus:
+    """`--input_file`'s text files as a corpus. A corpus is read in `parts` (here its files), each read alone by
+    `read`, in order, so that Beam can read them in parallel and still number the documents as the local run does;
+    `source` is what metadata.json records of it. `data_gen.tfds_corpus.TfdsCorpus` is the other kind."""
+
+    patterns: str | tuple
+
+    def parts(self) -> list[str]:
+        return expand_input_files(self.patterns)
+
+    def read(self, part: str) -> Iterator[list[str]]:
+        return read_documents([part])
+
+    def source(self, parts: list[str]) -> dict:
+        return {"input_files": [fileio.absolute(f) for f in parts]}
+
+    def describe(self, parts: list[str]) -> str:
+        return ", ".join(parts)
+
+
+def as_corpus(corpus):
+    """A corpus (`FileCorpus`, `TfdsCorpus`) as it is, or `--input_file`'s patterns (a string or a list) as a
+    `FileCorpus`."""
+    if hasattr(corpus, "parts"):
+        return corpus
+    return FileCorpus(corpus if isinstance(corpus, str) else tuple(corpus))
+
+
+def corpus_documents(corpus, parts) -> Iterator[list[str]]:
+    """Every document of `corpus`, part after part."""
+    for part in parts:
+        yield from corpus.read(part)
 
 
 def windows(documents: Iterable[list], size: int) -> Iterator[list[list]]:

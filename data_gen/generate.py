@@ -27,7 +27,7 @@ from bert_tf import fileio
 from bert_tf.records import FEATURES, file_sha256
 from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
-from data_gen.documents import CorpusError, expand_input_files
+from data_gen.documents import CorpusError
 from data_gen.masking import MaskingVocab
 from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
                              worker_ready)
@@ -111,7 +111,8 @@ def _sigterm_stops():
 
 def generate(input_files, output_files: list[str], vocab_file: str, options: Options = Options(), num_workers=1,
              gzip=False, progress=True) -> dict:
-    """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`).
+    """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`). `input_files`:
+    `--input_file`'s files and globs, or a corpus (`documents.as_corpus`: a TFDS dataset, `tfds_corpus`).
 
     The output is one record set in one directory: on success the shards listed in the metadata replace those of
     the run that wrote the directory before (`writer.ShardWriter.commit`); a run that fails or is stopped leaves
@@ -123,7 +124,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     level, or every worker loads TensorFlow too.
     """
     options.check()
-    files = expand_input_files(input_files)
+    corpus = documents_lib.as_corpus(input_files)
+    parts = corpus.parts()
     vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
     if "[MASK]" not in vocab:
         raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
@@ -135,7 +137,7 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     totals: dict = {}
     started = time.time()
     bar = _progress(progress)
-    stream = enumerate(documents_lib.windows(documents_lib.read_documents(files), options.window_size))
+    stream = enumerate(documents_lib.windows(documents_lib.corpus_documents(corpus, parts), options.window_size))
     runs = _run(stream, vocab_file, options, num_workers, writer.appender)
     with _sigterm_stops():
         try:
@@ -145,9 +147,10 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
                     totals[key] = totals.get(key, 0) + value
                 bar.update(stats, totals, time.time() - started)
             if not totals.get("instances"):
-                raise CorpusError(f"{', '.join(files)}: no instances; the corpus needs at least two non-empty "
+                raise CorpusError(f"{corpus.describe(parts)}: no instances; the corpus needs at least two non-empty "
                                   "documents separated by a blank line")
-            metadata = describe_run(files, output_files, vocab_file, options, gzip, totals, writer.counts)
+            metadata = describe_run(corpus.source(parts), output_files, vocab_file, options, gzip, totals,
+                                    writer.counts)
             writer.commit(metadata)
         except BaseException:
             writer.appender.fail()
@@ -197,15 +200,16 @@ def _run(stream, vocab_file, options, num_workers, appender):
             raise
 
 
-def describe_run(files, output_files, vocab_file, options, gzip, totals, counts) -> dict:
-    """The contents of `metadata.json` for a run's summed window statistics and its shards' record counts."""
+def describe_run(source: dict, output_files, vocab_file, options, gzip, totals, counts) -> dict:
+    """The contents of `metadata.json` for a run's corpus (`source` of a corpus), summed window statistics and
+    its shards' record counts."""
     instances = totals["instances"]
     return {
         "generator": "bert_tf data_gen",
         "flags": dataclasses.asdict(options) | {"gzip": gzip},
         "vocab_file": fileio.absolute(vocab_file),
         "vocab_sha256": file_sha256(vocab_file),
-        "input_files": [fileio.absolute(f) for f in files],
+        **source,
         "shards": [{"path": os.path.basename(p), "instances": c} for p, c in zip(output_files, counts)],
         "instances": instances,
         "documents": totals["documents"],
