@@ -16,15 +16,39 @@ import glob as _glob
 import os
 import re
 import shutil
+import sys
 import tempfile
 import uuid
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*")
 
 
 def is_url(path) -> bool:
     """Whether `path` names a file through a filesystem scheme (`gs://`, `ram://`, `file://`, ...)."""
     return bool(_SCHEME.match(os.fspath(path)))
+
+
+def url_failure(error: BaseException) -> str | None:
+    """One line for TensorFlow's failure to reach a URL (no network, no credentials, no such bucket), naming the
+    URL, with where `gs://` credentials come from; None for any other error, and for an error not caused by one of
+    TensorFlow's. TensorFlow's own message spans lines
+    and puts the URL last ("Error executing an HTTP request: ...\\n when reading gs://b/")."""
+    tf = sys.modules.get("tensorflow")  # an error of TensorFlow's needs TensorFlow loaded
+    while tf is not None and error is not None and not isinstance(error, tf.errors.OpError):
+        error = error.__cause__ or error.__context__  # raised by a library that called TensorFlow (tfds)
+    if tf is None or error is None:
+        return None
+    text = " ".join(line.strip() for line in (error.message or "").splitlines() if line.strip())
+    url = _URL.search(text)
+    if url is None:
+        return None
+    line = f"cannot reach {url.group(0)}: {text}"
+    if url.group(0).startswith("gs://"):
+        line += ("; TensorFlow reaches gs:// with the machine's Google credentials (`gcloud auth "
+                 "application-default login`, or GOOGLE_APPLICATION_CREDENTIALS naming a key file): check them, "
+                 "the network and the bucket's name")
+    return line
 
 
 def _gfile():

@@ -218,9 +218,15 @@ def remove_stale_checkpoint_temps(directory: str, prefix: str) -> list[str]:
 def output_problem(path: str, directory: bool | None = None) -> str | None:
     """Why `path` cannot be written, or None when nothing on disk stands in the way: a regular file where one of its
     parent directories must go, a file where a directory is wanted (`directory=True`) or the reverse
-    (`directory=False`; None: either will do), or a directory this process may not write in. Paths of other
-    filesystems (`gs://...`) are not checked."""
-    if "://" in path:
+    (`directory=False`; None: either will do), or a directory this process may not write in. A URL (`gs://...`)
+    is only checked to be reachable."""
+    if fileio.is_url(path):
+        try:
+            fileio.exists(path)
+        except Exception as e:
+            if fileio.url_failure(e) is None:
+                raise
+            return fileio.url_failure(e)
         return None
     path = os.path.abspath(path)
     if os.path.exists(path):

@@ -157,8 +157,25 @@ def parse_args(argv=None):
     return args, options, [a for a in beam_args if a != "--"]
 
 
+def _import_beam():
+    """apache_beam, imported without the warning it logs when Google's BigQuery client is not installed (this
+    pipeline does not use BigQuery), and without that warning configuring the root logger as a side effect."""
+    root, hush = logging.getLogger(), logging.NullHandler()
+    root.addHandler(hush)  # a root logger with a handler is left as it is by `logging.warning`
+    notice = "bigquery client libraries are not available"
+    drop = logging.Filter()
+    drop.filter = lambda record: notice not in record.getMessage()
+    root.addFilter(drop)
+    try:
+        import apache_beam
+    finally:
+        root.removeFilter(drop)
+        root.removeHandler(hush)
+    return apache_beam
+
+
 def main(argv=None):
-    import apache_beam as beam
+    beam = _import_beam()
     from apache_beam.options.pipeline_options import PipelineOptions
 
     args, options, beam_args = parse_args(argv)
@@ -170,6 +187,10 @@ def main(argv=None):
                        args.num_output_shards, args.gzip)
     except (CorpusError, ValueError) as e:  # found while building the pipeline, before any work
         raise SystemExit(f"data_gen.beam: error: {e}") from None
+    except Exception as e:
+        if fileio.url_failure(e) is None:
+            raise
+        raise SystemExit(f"data_gen.beam: error: {fileio.url_failure(e)}") from None
     result = pipeline.run()
     try:
         result.wait_until_finish()

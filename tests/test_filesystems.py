@@ -234,3 +234,36 @@ def test_convert_between_formats_on_ram(tiny_config, ram, tmp_path):
     assert start.keys() == end.keys() and len(start) > 10
     for name in start:
         np.testing.assert_allclose(start[name], end[name], atol=0, rtol=0, err_msg=name)
+
+
+UNREACHABLE = "gs://bert-tf-unreachable-bucket"
+
+
+@pytest.mark.parametrize("module,flags,names", [
+    ("data_gen.create_pretraining_data", ["--input_file={gs}/corpus.txt", "--output_file={tmp}/out.tfrecord",
+                                          "--vocab_file={vocab}"], "{gs}/"),
+    ("data_gen.create_pretraining_data", ["--input_file={tmp}/corpus.txt", "--output_file={gs}/out.tfrecord",
+                                          "--vocab_file={vocab}"], "--output_file={gs}/out.tfrecord"),
+    ("data_gen.beam", ["--input_file={tmp}/corpus.txt", "--output_prefix={tmp}/out", "--vocab_file={gs}/vocab.txt"],
+     "{gs}/vocab.txt"),
+    ("bert_tf.cli.run_pretraining", ["--input_file={gs}/records/*.tfrecord", "--output_dir={tmp}/out",
+                                     "--bert_config_file=tiny", "--do_train", "--num_train_steps=2"], "{gs}/records"),
+])
+def test_an_unreachable_gs_path_is_one_line_naming_it(module, flags, names, minilm_dir, tmp_path):
+    """Google Cloud Storage out of reach (no network, no credentials): TensorFlow's GCS client is sent to a proxy
+    whose name cannot resolve (`.invalid`, RFC 2606), which it reports at once as it would a missing network, and
+    without asking a metadata server for credentials. Nothing is written."""
+    import subprocess
+    import sys
+
+    (tmp_path / "corpus.txt").write_text("The first sentence.\nThe second one.\n\nAnother document here.\n")
+    values = {"gs": UNREACHABLE, "tmp": tmp_path, "vocab": os.path.join(minilm_dir, "vocab.txt")}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ("HTTPS_PROXY", "GOOGLE_APPLICATION_CREDENTIALS")}
+    env.update(https_proxy="http://proxy.invalid:9", NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-m", module, *(f.format(**values) for f in flags)], env=env,
+                            capture_output=True, text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert names.format(**values) in lines[0] and "cannot reach" in lines[0] and "credentials" in lines[0], lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt"]

@@ -87,24 +87,25 @@ def _run_writing(main, argv, outputs: dict, flag_values=None):
 
 
 def _file_error(error: BaseException, paths: list) -> str | None:
-    """The one line for an OSError on a file, or TensorFlow's refusal to create or write one of `paths`; None for
-    anything else."""
+    """The one line for an OSError on a file, TensorFlow's refusal to create or write one of `paths`, or its failure
+    to reach a URL; None for anything else."""
     import tensorflow as tf
 
+    from bert_tf import fileio
+
     if isinstance(error, OSError) and error.filename:
-        where = os.path.abspath(os.fsdecode(error.filename))
+        where = fileio.absolute(os.fsdecode(error.filename))
         text = f"{error.filename}{f' -> {error.filename2}' if error.filename2 else ''}: {error.strerror}"
     elif isinstance(error, (tf.errors.FailedPreconditionError, tf.errors.PermissionDeniedError,
                             tf.errors.AlreadyExistsError)):
         where, text = None, error.message.splitlines()[0]
     else:
-        return None
-    from bert_tf import fileio
-
+        return fileio.url_failure(error)
     for flag, value, path in paths:
         path = fileio.absolute(path)
         if where is not None:  # the output, in it or above it
-            concerned = not fileio.is_url(path) and os.path.commonpath([where, path]) in (where, path)
+            local = not (fileio.is_url(path) or fileio.is_url(where))
+            concerned = local and os.path.commonpath([where, path]) in (where, path)
         else:
             parents = [path]
             while fileio.dirname(parents[-1]) != parents[-1]:
@@ -112,7 +113,7 @@ def _file_error(error: BaseException, paths: list) -> str | None:
             concerned = any(parent in text for parent in parents[:-1])  # not the root
         if concerned:
             return f"cannot write --{flag}={value}: {text}; give another --{flag}"
-    return text if where is not None else None
+    return text if where is not None else fileio.url_failure(error)
 
 
 def define_distribution_flags(flag_values=None) -> None:
