@@ -20,6 +20,7 @@ BENCHMARKS = {
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),
     "data_gen": ([], ["--quick"]),
+    "data_gen_memory": ([], ["--megabytes", "1", "2"]),
 }
 
 
