@@ -94,3 +94,33 @@ def test_finetuning_rounds_of_our_loop_are_exactly_steps_updates(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path)) is None  # nothing written inside the timed rounds
     run.close()
     assert not run._thread.is_alive() and tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-6")
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_ffn_gemm_bias_and_gelu_run_as_one_fused_op(policy, tmp_path):
+    """The encoder's graph as TensorFlow runs it (a profiler trace of one forward pass): in every layer the
+    intermediate GEMM, its bias and the GELU after it are one oneDNN op, and no Tanh runs on its own, which is
+    what `BertTransformerBlock._intermediate` is for (with Keras's Dense they ran as separate ops)."""
+    import keras
+
+    from bench.profile import op_times
+    from bert_tf.onednn import onednn_enabled
+
+    assert onednn_enabled()  # bert_tf turns TensorFlow's oneDNN kernels on for x86 (bert_tf.onednn)
+    config = BertConfig.preset("tiny", vocab_size=100)
+    old = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        encoder = BertEncoder(config)
+    finally:
+        keras.config.set_dtype_policy(old)
+    ids = tf.constant([[5, 6, 7, 8, 9, 0]] * 2)
+    forward = tf.function(lambda: encoder({"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
+                                           "input_type_ids": tf.zeros_like(ids)}, training=False))
+    forward()
+    tf.profiler.experimental.start(str(tmp_path))
+    forward()
+    tf.profiler.experimental.stop()
+    by_type, by_name = op_times(str(tmp_path))
+    fused_gelu = [name for name in by_name if "Gelu" in name and "FusedMatMul" in name]
+    assert fused_gelu and "Tanh" not in by_type, sorted(by_type)

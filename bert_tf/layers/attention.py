@@ -48,17 +48,19 @@ class BertSelfAttention(keras.layers.Layer):
             layer.build((None, None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x):
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    def _split_heads(self, x, batch, seq):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
 
-    def call(self, hidden_states, attention_bias=None, training=None):
+    def call(self, hidden_states, attention_bias=None, training=None, flat=False):
         """`attention_bias` float32 [batch, 1, 1, seq] or [batch, 1, seq, seq]: 0 for keys a query may see, -10000
-        for the others (`padding_bias`, `causal_bias`)."""
-        q = self._split_heads(self.query(hidden_states))
-        k = self._split_heads(self.key(hidden_states))
-        v = self._split_heads(self.value(hidden_states))
+        for the others (`padding_bias`, `causal_bias`). `flat`: return [batch * seq, H] instead of [batch, seq, H].
+        The projections run on the [batch * seq, H] matrix (see `BertTransformerBlock.call`)."""
+        batch, seq = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        tokens = ops.reshape(hidden_states, (-1, self.hidden_size))
+        q = self._split_heads(self.query(tokens), batch, seq)
+        k = self._split_heads(self.key(tokens), batch, seq)
+        v = self._split_heads(self.value(tokens), batch, seq)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         scores = ops.cast(scores, "float32") * (1.0 / float(self.head_size) ** 0.5)
         if attention_bias is not None:
@@ -66,9 +68,8 @@ class BertSelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout(probs, training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
-        batch, seq = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
-        context = ops.reshape(context, (batch, seq, self.hidden_size))
-        return self.output_dense(context)
+        out = self.output_dense(ops.reshape(context, (-1, self.hidden_size)))
+        return out if flat else ops.reshape(out, (batch, seq, self.hidden_size))
 
     def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
         return hidden_states_shape

@@ -38,12 +38,14 @@ class BertEmbeddings(keras.layers.Layer):
 
     def build(self, input_shape=None):
         init = initializer(self.initializer_range)
+        # not autocast: under a mixed policy the rows are gathered and summed in the variables' float32 and the
+        # sum cast once, where an autocast table would be cast whole (30,522 rows) on every call
         self.word_embeddings = self.add_weight(shape=(self.vocab_size, self.hidden_size), initializer=init,
-                                               name="word_embeddings")
+                                               name="word_embeddings", autocast=False)
         self.token_type_embeddings = self.add_weight(shape=(self.type_vocab_size, self.hidden_size),
-                                                     initializer=init, name="token_type_embeddings")
+                                                     initializer=init, name="token_type_embeddings", autocast=False)
         self.position_embeddings = self.add_weight(shape=(self.max_position_embeddings, self.hidden_size),
-                                                   initializer=init, name="position_embeddings")
+                                                   initializer=init, name="position_embeddings", autocast=False)
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
