@@ -31,9 +31,9 @@ def is_url(path) -> bool:
 
 def url_failure(error: BaseException) -> str | None:
     """One line for TensorFlow's failure to reach a URL (no network, no credentials, no such bucket), naming the
-    URL, with where `gs://` credentials come from; None for any other error, and for an error not caused by one of
-    TensorFlow's. TensorFlow's own message spans lines
-    and puts the URL last ("Error executing an HTTP request: ...\\n when reading gs://b/")."""
+    URL, with where `gs://` credentials come from; None for an error that TensorFlow neither raised nor caused.
+    TensorFlow's own message spans lines and puts the URL last ("Error executing an HTTP request: ...\\n when
+    reading gs://b/")."""
     tf = sys.modules.get("tensorflow")  # an error of TensorFlow's needs TensorFlow loaded
     while tf is not None and error is not None and not isinstance(error, tf.errors.OpError):
         error = error.__cause__ or error.__context__  # raised by a library that called TensorFlow (tfds)

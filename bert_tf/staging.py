@@ -224,9 +224,10 @@ def output_problem(path: str, directory: bool | None = None) -> str | None:
         try:
             fileio.exists(path)
         except Exception as e:
-            if fileio.url_failure(e) is None:
+            unreachable = fileio.url_failure(e)
+            if unreachable is None:
                 raise
-            return fileio.url_failure(e)
+            return unreachable
         return None
     path = os.path.abspath(path)
     if os.path.exists(path):

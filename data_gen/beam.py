@@ -188,9 +188,10 @@ def main(argv=None):
     except (CorpusError, ValueError) as e:  # found while building the pipeline, before any work
         raise SystemExit(f"data_gen.beam: error: {e}") from None
     except Exception as e:
-        if fileio.url_failure(e) is None:
+        unreachable = fileio.url_failure(e)
+        if unreachable is None:
             raise
-        raise SystemExit(f"data_gen.beam: error: {fileio.url_failure(e)}") from None
+        raise SystemExit(f"data_gen.beam: error: {unreachable}") from None
     result = pipeline.run()
     try:
         result.wait_until_finish()

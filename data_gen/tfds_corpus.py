@@ -82,8 +82,9 @@ def _checked_info(name: str, data_dir: str | None, text_key: str):
     try:
         info = tfds.builder(name, data_dir=data_dir).info
     except Exception as e:  # tfds raises assorted types for a name it cannot find
-        if fileio.url_failure(e):
-            raise CorpusError(f"--tfds_data_dir={data_dir}: {fileio.url_failure(e)}") from None
+        unreachable = fileio.url_failure(e)
+        if unreachable:
+            raise CorpusError(f"--tfds_data_dir={data_dir}: {unreachable}") from None
         raise CorpusError(f"--tfds_name={name}: no such dataset in {data_dir or 'the default --tfds_data_dir'} "
                           f"({_first_line(e)}); prepare it with `tfds build {name.split(':')[0]} --data_dir=DIR` and "
                           "pass --tfds_data_dir=DIR") from None

@@ -60,9 +60,9 @@ class BertTransformerBlock(keras.layers.Layer):
 
     def call(self, hidden_states, attention_bias=None, training=None):
         batch, seq = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
-        # the position-wise work on a [tokens, H] matrix: each Dense is then one MatMul followed by its BiasAdd and
-        # the activation, which TensorFlow's CPU graph optimizer fuses into one oneDNN GEMM (on 3-D input Keras
-        # reshapes between the MatMul and the BiasAdd, and nothing is fused)
+        # the position-wise work on a [tokens, H] matrix, so that each GEMM is a 2-D MatMul, which TensorFlow's CPU
+        # graph optimizer fuses with the bias and what follows (residual add, GELU: see `_intermediate`); on 3-D
+        # input Keras's Dense reshapes between the MatMul and its bias, and nothing is fused
         tokens = ops.reshape(hidden_states, (-1, self.hidden_size))
         attended = self.attention(hidden_states, attention_bias, training=training, flat=True)
         h = self.attention_layer_norm(tokens + self.dropout(attended, training=training))
@@ -73,8 +73,7 @@ class BertTransformerBlock(keras.layers.Layer):
     def _intermediate(self, h):
         """`self.intermediate(h)` for a [tokens, H] `h`, with its bias added by `tf.nn.bias_add`: TensorFlow's graph
         optimizer then fuses the MatMul, the bias and the GELU after it into one oneDNN GEMM, which it does not do
-        with the bias add of Keras's Dense (measured: the FFN's first half in bf16 ~35 % faster, see
-        BENCHMARKS.md). Same variables, same arithmetic."""
+        with the bias add of Keras's Dense (BENCHMARKS.md, "Fusing the FFN"). Same variables, same arithmetic."""
         layer = self.intermediate
         return tf.nn.bias_add(tf.matmul(h, ops.cast(layer.kernel, h.dtype)), ops.cast(layer.bias, h.dtype))
 
