@@ -124,3 +124,67 @@ def test_the_ffn_gemm_bias_and_gelu_run_as_one_fused_op(policy, tmp_path):
     by_type, by_name = op_times(str(tmp_path))
     fused_gelu = [name for name in by_name if "Gelu" in name and "FusedMatMul" in name]
     assert fused_gelu and "Tanh" not in by_type, sorted(by_type)
+
+
+def test_count_records_reads_the_tfrecord_framing(tmp_path):
+    """`bench.data_gen` counts the original script's output from the file's framing; TF's reader is the reference."""
+    from bench.data_gen import count_records
+
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for size in (0, 1, 300, 70_000, 5):  # an empty record and one whose length needs three bytes
+            writer.write(b"x" * size)
+    assert count_records(path) == 5 == sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+# A TF1 program in the style of google-research/bert's scripts (written for this test): flags, gfile, python_io,
+# logging and app.run from `import tensorflow as tf`, and a sibling module found by a plain import.
+TF1_SCRIPT = '''
+import helper
+import tensorflow as tf
+
+flags = tf.flags
+flags.DEFINE_string("output_file", None, "where")
+flags.DEFINE_integer("count", 1, "how many")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    tf.logging.set_verbosity(tf.logging.INFO)
+    with tf.gfile.GFile(FLAGS.output_file + ".txt", "w") as f:
+        f.write(helper.WORD)
+    writer = tf.python_io.TFRecordWriter(FLAGS.output_file)
+    for i in range(FLAGS.count):
+        writer.write(tf.train.Example(features=tf.train.Features(feature={"i": tf.train.Feature(
+            int64_list=tf.train.Int64List(value=[i]))})).SerializeToString())
+    writer.close()
+    tf.logging.info("wrote %d", FLAGS.count)
+
+
+if __name__ == "__main__":
+    tf.app.run()
+'''
+
+
+def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(tmp_path):
+    import subprocess
+    import sys
+
+    from bench.data_gen import ROOT, count_records
+
+    checkout = tmp_path / "bert"
+    checkout.mkdir()
+    (checkout / "create_pretraining_data.py").write_text(TF1_SCRIPT)
+    (checkout / "tokenization.py").write_text("")
+    (checkout / "helper.py").write_text("import tensorflow as tf\nassert tf.gfile\nWORD = 'tf1'\n")
+    out = tmp_path / "out.tfrecord"
+    run = subprocess.run([sys.executable, "-m", "bench.original_script", str(checkout), "--",
+                          f"--output_file={out}", "--count=7"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert count_records(str(out)) == 7 and (tmp_path / "out.tfrecord.txt").read_text() == "tf1"
+    assert "wrote 7" in run.stderr
+    wrong = subprocess.run([sys.executable, "-m", "bench.original_script", str(tmp_path)], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert wrong.returncode == 1 and wrong.stderr.strip().splitlines() == [
+        f"--original_dir={tmp_path}: no create_pretraining_data.py and tokenization.py there; give the directory of "
+        "a clone of https://github.com/google-research/bert"]
