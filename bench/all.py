@@ -15,7 +15,7 @@ import time
 BENCHMARKS = {
     "model_speed": ([], ["--quick", "--repeats", "1"]),
     "memory": ([], ["--preset", "small"]),
-    "pretraining": ([], ["--steps", "2", "--repeats", "2"]),
+    "pretraining": ([], ["--preset", "mini", "--batch", "32", "--precision", "fp32", "--repeats", "2"]),
     "finetuning": ([], ["--quick", "--repeats", "2"]),
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),
