@@ -275,13 +275,14 @@ class BertTokenizerLayer(keras.layers.Layer):
         return norm
 
     def _ascii_and_other_lines(self, lines):
-        """Lines [batch] -> (indices of the pure-ASCII lines, those lines normalised, indices of the others, those
-        lines normalised with invalid UTF-8 dropped). ASCII lines (most English text) skip the UTF-8 repair, NFD and
-        mark stripping, which cannot change them, and use the ASCII lower-casing."""
+        """Lines [batch] -> (indices of the printable-ASCII lines, those lines normalised, indices of the others,
+        those lines normalised with invalid UTF-8 dropped). Printable ASCII (with tab, newline, CR: most English
+        text) has nothing for the control removal, UTF-8 repair, NFD and mark stripping to change, so those lines
+        skip them and use the ASCII lower-casing; an ASCII line with a control character takes the general path."""
         lines = tf.reshape(lines, [-1])
-        is_ascii = tf.strings.regex_full_match(lines, r"[\x00-\x7F]*")
+        is_ascii = tf.strings.regex_full_match(lines, r"[\t\n\r\x20-\x7E]*")
         ascii_index, other_index = tf.where(is_ascii)[:, 0], tf.where(~is_ascii)[:, 0]
-        ascii_lines = tf.strings.regex_replace(tf.gather(lines, ascii_index), _REMOVED, "")
+        ascii_lines = tf.gather(lines, ascii_index)
         if self.do_lower_case:
             ascii_lines = tf.strings.lower(ascii_lines)
         other = tf.strings.unicode_transcode(tf.gather(lines, other_index), "UTF-8", "UTF-8", errors="ignore")

@@ -136,7 +136,8 @@ ASCII = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80)
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.one_of(ASCII, ASCII, MIXED), min_size=1, max_size=8))
 def test_ascii_lines_take_the_end_to_end_op_with_the_same_tokens(tokenizers, traced, texts):
-    """Pure-ASCII lines run through tensorflow-text's end-to-end WordPiece op, the others through our regex steps;
+    """Printable-ASCII lines run through tensorflow-text's end-to-end WordPiece op, the others (controls included)
+    through our regex steps;
     batches mix both, so the lines must also come back in their order."""
     check_agree(tokenizers, texts, traced)
 
