@@ -23,15 +23,16 @@ them on short documents, put the unused sentences back for the next pair.
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
-import struct
 import tempfile
 import time
 
 from bench.common import docstring_lines, report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEEDUPS = ("text_speedup", "speedup", "text_speedup_after_import", "speedup_after_import")
 
 CHILD = r"""
 import json, resource, sys, time
@@ -152,8 +153,7 @@ def main():
           "text_speedup of MB/s of text, speedup of instances/s")
     report("data_gen", [_row(name, workers, r, against) for name, workers, r in runs],
            ["impl", "workers", "corpus_mb", "dupe_factor", "instances", "seconds", "import_s", "instances_per_s",
-            "text_mb_per_s", "peak_rss_mb"] + [f"{kind}{suffix}" for suffix in against for kind in (
-                "text_speedup", "speedup", "text_speedup_after_import", "speedup_after_import")], )
+            "text_mb_per_s", "peak_rss_mb"] + [f"{kind}{suffix}" for suffix in against for kind in SPEEDUPS])
 
 
 def _row(impl, workers, r, against):
@@ -168,11 +168,11 @@ def _row(impl, workers, r, against):
            "peak_rss_mb": f"{r['peak_rss_mb']:.0f}"}
     for suffix, reference in against.items():
         if reference is None:
-            row.update({f"{kind}{suffix}": "" for kind in ("text_speedup", "speedup", "text_speedup_after_import",
-                                                             "speedup_after_import")})
+            row.update({f"{kind}{suffix}": "" for kind in SPEEDUPS})
             continue
         (ref_text, ref_instances), (ref_text_after, ref_instances_after) = rates(reference), rates(reference, True)
-        row.update({f"text_speedup{suffix}": f"{text / ref_text:.2f}", f"speedup{suffix}": f"{instances / ref_instances:.2f}",
+        row.update({f"text_speedup{suffix}": f"{text / ref_text:.2f}",
+                    f"speedup{suffix}": f"{instances / ref_instances:.2f}",
                     f"text_speedup_after_import{suffix}": f"{text_after / ref_text_after:.2f}",
                     f"speedup_after_import{suffix}": f"{instances_after / ref_instances_after:.2f}"})
     return row
