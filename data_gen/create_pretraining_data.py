@@ -15,17 +15,13 @@ import sys
 
 from absl import flags
 
+from data_gen import corpus_flags
+
 # TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
 # they must start without TensorFlow, whose import costs each process seconds of CPU and hundreds of MB.
 
-flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of files and globs.")
-flags.DEFINE_string("tfds_name", None, "Instead of --input_file: a prepared TFDS text dataset, e.g. "
-                    "wikipedia/20230601.en (each example one document, split into sentences).")
-flags.DEFINE_string("tfds_split", None, "With --tfds_name: the split, any TFDS split expression (default: train).")
-flags.DEFINE_string("tfds_text_key", None, "With --tfds_name: the text feature (default: text).")
-flags.DEFINE_string("tfds_data_dir", None, "With --tfds_name: where the dataset is prepared (default: TFDS's).")
-flags.DEFINE_bool("tfds_keep_line_breaks", None, "With --tfds_name: the text's own lines as sentences, instead of "
-                  "splitting it into sentences (data_gen.sentences).")
+corpus_flags.define_corpus_flags()
+flags.adopt_module_key_flags(corpus_flags)  # listed by --help as this command's own
 flags.DEFINE_string("output_file", None, "Output TFRecord files (comma-separated), or a directory for "
                     "--num_output_shards shards.")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file the model will be trained with.")

@@ -15,22 +15,39 @@ from bert_tf.tokenization import BertTokenizerLayer
 
 import tensorflow as tf
 from bert_tf import fileio, staging
-from data_gen.documents import CorpusError, expand_input_files
+from data_gen.documents import CorpusError, FileCorpus, as_corpus, corpus_documents
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
     return ["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def count_words(files: list[str], do_lower_case: bool = True, batch_size: int = 1024) -> collections.Counter:
-    """Word counts of the corpus after BERT basic tokenization, streamed in batches of lines."""
+def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 1024) -> collections.Counter:
+    """Word counts of a corpus's `parts` (`documents.FileCorpus`, `tfds_corpus.TfdsCorpus`) after BERT basic
+    tokenization, streamed in batches of lines. Text files are read by TensorFlow's line reader; a TFDS corpus as
+    create_pretraining_data reads it, one sentence per line."""
     layer = BertTokenizerLayer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
-    lines = tf.data.TextLineDataset(files).batch(batch_size).prefetch(2)
-    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values)
+    if isinstance(corpus, FileCorpus):
+        lines = tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2)
+    else:
+        lines = _batches((line for document in corpus_documents(corpus, parts) for line in document), batch_size)
+    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values,
+                        input_signature=[tf.TensorSpec([None], tf.string)])
     counts = collections.Counter()
     for batch in lines:
         counts.update(split(batch).numpy())
     return collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})
+
+
+def _batches(lines, size):
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == size:
+            yield tf.constant(batch)
+            batch = []
+    if batch:
+        yield tf.constant(batch)
 
 
 def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: int = 2) -> list[str]:
@@ -41,7 +58,7 @@ def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: i
     if vocab_size <= len(reserved):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beside {len(reserved)} reserved tokens")
     if not word_counts:
-        raise CorpusError("the corpus has no words; check --input_file (one sentence per line)")
+        raise CorpusError("the corpus has no words; check --input_file (one sentence per line) or --tfds_text_key")
     tokens = learner.learn(list(word_counts.items()), vocab_size, reserved, lower_thresh=min_count)
     # The learner puts reserved tokens first; keep our order for them and drop any duplicate it added.
     learned = [t for t in tokens if t not in set(reserved)]
@@ -56,10 +73,12 @@ def write_vocab(tokens: list[str], path: str) -> None:
 
 
 def build_vocab(input_files, output_file, vocab_size=30522, do_lower_case=True, num_unused=99, min_count=2):
-    """Corpus files -> `vocab.txt`; returns a summary dict (words counted, vocabulary size)."""
-    files = expand_input_files(input_files)
-    counts = count_words(files, do_lower_case)
+    """A corpus -> `vocab.txt`; returns a summary dict (words counted, vocabulary size). `input_files`:
+    `--input_file`'s files and globs, or a corpus (`documents.as_corpus`: a TFDS dataset, `tfds_corpus`)."""
+    corpus = as_corpus(input_files)
+    parts = corpus.parts()
+    counts = count_words(corpus, parts, do_lower_case)
     tokens = learn_vocab(counts, vocab_size, num_unused, min_count)
     write_vocab(tokens, output_file)
-    return {"files": len(files), "distinct_words": len(counts), "words": sum(counts.values()),
+    return {"files": len(parts), "distinct_words": len(counts), "words": sum(counts.values()),
             "vocab_size": len(tokens)}

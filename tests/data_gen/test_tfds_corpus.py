@@ -184,3 +184,28 @@ def test_the_cli_reads_a_prepared_dataset_and_refuses_what_it_cannot_use(tfds_di
         with pytest.raises(CorpusError) as error:
             corpus_from_flags(**flags)
         assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_build_vocab_learns_from_a_prepared_dataset_what_it_learns_from_the_same_text(tfds_dir, tmp_path):
+    """The CLI, in a process that never defined the builder, against the library on the same sentences written as a
+    file; without a corpus it says so in one line."""
+    from data_gen.vocab import build_vocab
+
+    def run(*flags):
+        return subprocess.run([sys.executable, "-m", "data_gen.build_vocab", "--vocab_size=400", "--num_unused=5",
+                               "--min_count=1", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+    _as_text_file(tmp_path / "corpus.txt", tfds_dir, "train")
+    from_file = build_vocab(str(tmp_path / "corpus.txt"), str(tmp_path / "file.txt"), 400, num_unused=5,
+                            min_count=1)
+    done = run("--tfds_name=bert_tf_test_articles", f"--tfds_data_dir={tfds_dir}",
+               f"--output_file={tmp_path / 'tfds.txt'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "tfds.txt").read_text() == (tmp_path / "file.txt").read_text()
+    assert from_file["vocab_size"] > 300 and from_file["words"] > 2000
+    refused = run(f"--output_file={tmp_path / 'none.txt'}")
+    assert refused.returncode == 1 and not (tmp_path / "none.txt").exists()
+    assert refused.stderr.strip().splitlines() == [
+        "build_vocab: error: no corpus: give --input_file (text files, one sentence per line) or --tfds_name (a "
+        "prepared TFDS dataset)"]
