@@ -73,7 +73,7 @@ def main():
 
     def row(name, times, theirs=theirs, megabytes=megabytes, identical=identical):
         return {"impl": name, "MB/s": f"{megabytes / median(times):.2f}",
-                "ratio_vs_hf": f"{median([h / t for h, t in zip(theirs, times)]):.2f}",
+                "ratio_vs_hf": f"{median(theirs) / median(times):.2f}",
                 "ratio_range": f"{min(h / t for h, t in zip(theirs, times)):.2f}-"
                                f"{max(h / t for h, t in zip(theirs, times)):.2f}",
                 "identical_ids": identical, "megabytes": f"{megabytes:.1f}"}
@@ -84,7 +84,8 @@ def main():
             row("HF tokenizers BertWordPiece (Rust)", theirs),
             row("bert_tf BertTokenizerLayer, non-ASCII lines (one call per batch)", other_single, **other),
             row("HF tokenizers BertWordPiece (Rust), non-ASCII lines", other_theirs, **other)]
-    print(f"median of {args.repeats} interleaved rounds; ratio = HF time / our time in the same round")
+    print(f"median of {args.repeats} interleaved rounds; ratio = HF's median time / ours (as in bench.model_speed); "
+          "range: the lowest and highest ratio of one round's times")
     report("tokenizer", rows, ["impl", "MB/s", "ratio_vs_hf", "ratio_range", "identical_ids", "megabytes"])
 
 
