@@ -382,9 +382,14 @@ class BertTokenizerLayer(keras.layers.Layer):
             return self._wordpiece_words(self.split_words(text, with_offsets=False)[0])
         ascii_index, ascii_lines, other_index, other = self._ascii_and_other_lines(text)
         ascii_ids = self._ascii_wordpiece.tokenize(ascii_lines)
-        other_ids = self._wordpiece_words(self._split_normalized(other))
-        order = tf.math.invert_permutation(tf.concat([ascii_index, other_index], 0))
-        return tf.gather(tf.concat([ascii_ids, other_ids], 0), order)
+
+        def with_other_lines():  # the general path for the other lines, then every line back in its place
+            other_ids = self._wordpiece_words(self._split_normalized(other))
+            order = tf.math.invert_permutation(tf.concat([ascii_index, other_index], 0))
+            return tf.gather(tf.concat([ascii_ids, other_ids], 0), order)
+
+        # a batch of printable ASCII only (most English batches) runs none of the general path's ops
+        return tf.cond(tf.size(other_index) > 0, with_other_lines, lambda: ascii_ids)
 
     def _wordpiece_words(self, words):
         """Words ragged [batch, (words)] -> ids ragged [batch, (pieces)]."""

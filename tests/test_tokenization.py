@@ -142,6 +142,15 @@ def test_ascii_lines_take_the_end_to_end_op_with_the_same_tokens(tokenizers, tra
     check_agree(tokenizers, texts, traced)
 
 
+@pytest.mark.parametrize("texts", [
+    ["Hello, World!", "It's 3:45 p.m. -- (isn't it?)", "tabs\tand\r\nbreaks", "", "  ", "unaffable ~[x]"],
+    ["printable only", "with a control \x0b here", "and naïve"],
+], ids=["printable-ascii-only", "mixed"])
+def test_a_batch_of_printable_ascii_only_and_a_mixed_batch(tokenizers, texts):
+    """The layer skips the general path's ops when every line of a batch is printable ASCII: both branches."""
+    check_agree(tokenizers, texts)
+
+
 def test_every_ascii_character_and_the_word_length_limit(tokenizers):
     chars = [chr(c) for c in range(128)]
     texts = [f"ab{c}cd" for c in chars] + [f"{c}x" for c in chars] + ["".join(chars), "".join(chars).upper()]
