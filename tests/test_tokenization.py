@@ -225,6 +225,34 @@ def test_invalid_utf8_bytes_are_dropped_like_the_original(tokenizers):
     assert layer(tf.constant([raw])).to_list()[0] == python.convert_tokens_to_ids(python.tokenize(raw))
 
 
+# Byte strings built from pieces at UTF-8's edges: valid and truncated sequences, overlong forms, encoded surrogates,
+# code points past U+10FFFF, stray continuation bytes, NUL, plus any byte at all.
+UTF8_EDGES = [b"a", b"\x00", b"\x7f", b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xc2\xa0", b"\xdf\xbf",
+              b"\xe0\x80\xaf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xee\x80\x80",
+              b"\xef\xbb\xbf", b"\xef\xbf\xbe", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf",
+              b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b" ", b"!", b"\xc3\xa9"]
+RAW = st.lists(st.one_of(st.sampled_from(UTF8_EDGES), st.binary(max_size=3)), max_size=10).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(RAW, min_size=1, max_size=6), valid=st.lists(TEXT, max_size=3))
+def test_any_bytes_are_read_like_the_original(tokenizers, traced, lines, valid):
+    """Invalid UTF-8 is dropped as Python's decode(errors="ignore") drops it, in batches where every line, some lines
+    or no line needs it: the layer repairs a batch only where RE2 finds a line that is not valid UTF-8, and that test
+    must accept exactly what ICU and Python accept."""
+    from bert_tf.tokenization import _VALID_UTF8
+
+    python = tokenizers[0]
+    batch = lines + [text.encode() for text in valid]
+    accepted = tf.strings.regex_full_match(tf.constant(batch), _VALID_UTF8).numpy().tolist()
+    assert accepted == [line.decode("utf-8", "ignore").encode() == line for line in batch]
+    expected = [python.convert_tokens_to_ids(python.tokenize(line)) for line in batch]
+    call, with_offsets = traced
+    assert call(tf.constant(batch)).to_list() == expected
+    assert with_offsets(tf.constant(batch)).to_list() == expected
+
+
 @pytest.mark.parametrize("content, message", [
     ("", "the vocabulary is empty"),
     ("[PAD]\n[CLS]\n[SEP]\nhello\n", "missing required token(s) [UNK]"),
