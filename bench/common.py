@@ -7,7 +7,8 @@ import os
 import platform
 import time
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# Where `report` appends its CSV rows; BENCH_RESULTS moves them (the tests' runs write to a temporary directory).
+RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def docstring_lines(modules=("json", "collections", "argparse", "functools", "pathlib", "csv", "textwrap", "os",
@@ -75,7 +76,49 @@ def machine_name():
     named = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512_BF16"),
                                      ("amx_bf16", "AMX")) if flag in flags]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {' + '.join(named) or 'no AVX2'}, {cores} cores"
+    gpus = ", ".join(tf_gpu_names())
+    return f"{model}, {' + '.join(named) or 'no AVX2'}, {cores} cores" + (f"; GPU: {gpus}" if gpus else "")
+
+
+def tf_gpu_names():
+    """The GPUs TensorFlow runs on in this process (empty on a CPU-only machine, or before TF is imported: the
+    benchmarks that never import it run on the CPU whatever the machine has)."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return []
+    import tensorflow as tf
+
+    return [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+            for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def share_gpu_with_torch():
+    """Lets TensorFlow take GPU memory as it needs it rather than nearly all of it at start-up, so that a torch peer
+    in the same process has room; call before TensorFlow's first op. Nothing on a CPU-only machine."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+
+
+def torch_device():
+    """Where the torch peer runs so that it is compared with TensorFlow on the same device: "cuda" when TF runs on
+    a GPU and torch can reach one, "cpu" when TF runs on the CPU, None when TF has a GPU and this torch build has no
+    CUDA (the peer is then left out, not timed on another device)."""
+    import torch
+
+    if not tf_gpu_names():
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else None
+
+
+def torch_sync(device):
+    """Waits for the queued torch work on `device` (CUDA runs asynchronously), so a timer sees all of it."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), batch=1, trials=3, seconds=0.5):
@@ -117,19 +160,25 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), bat
 
 
 def torch_matmul_rate(dtype="float32", shape=(1024, 768, 3072), batch=1, seconds=0.5):
-    """`matmul_rate` for PyTorch's CPU GEMM (same shapes, all cores)."""
+    """`matmul_rate` for PyTorch's GEMM (same shapes, all cores) on `torch_device()`; 0 where torch has no device
+    to match TensorFlow's."""
     import torch
 
+    device = torch_device()
+    if device is None:
+        return 0.0
     torch.set_num_threads(os.cpu_count())
     m, k, n = shape
-    a, b = (torch.randn(batch, *s, dtype=getattr(torch, dtype)) for s in ((m, k), (k, n)))
+    a, b = (torch.randn(batch, *s, dtype=getattr(torch, dtype), device=device) for s in ((m, k), (k, n)))
     if batch == 1:
         a, b = a[0], b[0]
     a @ b
+    torch_sync(device)
     reps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         reps += 1
+    torch_sync(device)
     return 2 * batch * m * k * n * reps / (time.perf_counter() - start)
 
 

@@ -26,7 +26,8 @@ import os
 import numpy as np
 
 from bench.common import (encoder_flops, gemm_shapes, machine_name, matmul_rate, median, paired_times,
-                          peer_configs, report, torch_matmul_rate)
+                          peer_configs, report, share_gpu_with_torch, torch_device, torch_matmul_rate,
+                          torch_sync)
 
 VOCAB = 30522
 CELLS = {"base-128": ("base", 8, 128), "base-512": ("base", 2, 512), "small-128": ("small", 32, 128)}
@@ -117,23 +118,24 @@ def hf_torch(config, data, mode, precision, xla, steps):
     import transformers
 
     del xla
+    device = torch_device()
     torch.set_num_threads(os.cpu_count())
     hf_config = transformers.BertConfig(**peer_configs(config)[1], num_labels=2)
-    inputs = dict(input_ids=torch.tensor(data["ids"], dtype=torch.long),
-                  attention_mask=torch.tensor(data["mask"], dtype=torch.long),
-                  token_type_ids=torch.tensor(data["types"], dtype=torch.long))
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    inputs = {name: torch.tensor(data[key], dtype=torch.long, device=device) for name, key in
+              (("input_ids", "ids"), ("attention_mask", "mask"), ("token_type_ids", "types"))}
+    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
     if mode == "forward":
-        model = transformers.BertModel(hf_config).eval()
+        model = transformers.BertModel(hf_config).eval().to(device)
 
         def loop():
             with torch.inference_mode(), autocast():
                 for _ in range(steps):
                     model(**inputs)
+            torch_sync(device)
         return loop
-    model = transformers.BertForSequenceClassification(hf_config).train()
+    model = transformers.BertForSequenceClassification(hf_config).train().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, eps=1e-6)
-    labels = torch.tensor(data["labels"], dtype=torch.long)
+    labels = torch.tensor(data["labels"], dtype=torch.long, device=device)
 
     def loop():
         for _ in range(steps):
@@ -142,6 +144,7 @@ def hf_torch(config, data, mode, precision, xla, steps):
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+        torch_sync(device)
     return loop
 
 
@@ -180,8 +183,10 @@ def main():
     from bert_tf import BertConfig
     from bert_tf.onednn import onednn_enabled
 
+    share_gpu_with_torch()
     machine = machine_name()
     print(f"{machine}; TF's oneDNN kernels {'on' if onednn_enabled() else 'off'}", flush=True)
+    torch_missing = "n/a (TF runs on the GPU, this torch has no CUDA)" if torch_device() is None else None
     rows, rates, torch_times = [], {}, {}
     for cell, mode, precision, xla in cells_for(args):
         preset, batch, seq = CELLS[cell]
@@ -206,7 +211,8 @@ def main():
         row = {"cell": cell, "batch": batch, "seq": seq, "mode": mode, "precision": precision,
                "xla": "on" if xla else "off", "bert_tf_s": f"{times['bert_tf']:.3f}",
                "keras_hub_s": f"{times['keras-hub']:.3f}",
-               "hf_torch_s": f"{torch_s:.3f}" if torch_s else f"n/a (bf16 GEMM {torch_rate / 1e9:.1f} GFLOP/s)",
+               "hf_torch_s": f"{torch_s:.3f}" if torch_s else torch_missing or f"n/a (bf16 GEMM {torch_rate / 1e9:.1f} "
+                                                                               "GFLOP/s)",
                "vs_keras_hub": f"{times['keras-hub'] / times['bert_tf']:.2f}",
                "vs_hf_torch": f"{torch_s / times['bert_tf']:.2f}" if torch_s else "n/a",
                "floor_s": f"{floor:.3f}", "of_floor": f"{floor / times['bert_tf']:.0%}"}

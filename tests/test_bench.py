@@ -199,3 +199,40 @@ def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(
     assert wrong.returncode == 1 and wrong.stderr.strip().splitlines() == [
         f"--original_dir={tmp_path}: no create_pretraining_data.py and tokenization.py there; give the directory of "
         "a clone of https://github.com/google-research/bert"]
+
+
+def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(tmp_path, monkeypatch):
+    """`bench.accelerator` retries a cell at half the batch when the run ran out of GPU memory, and reads the rows
+    that `bench.pretraining --rows_out` wrote; here on the CPU, with the out-of-memory failure made up once."""
+    import argparse
+    import subprocess
+
+    from bench import accelerator
+
+    real_run, batches = subprocess.run, []
+
+    def run(command, **kwargs):
+        batches.append(next(int(arg.split("=")[1]) for arg in command if arg.startswith("--batch=")))
+        if len(batches) == 1:
+            return subprocess.CompletedProcess(command, 1, "", "tensorflow.python.framework.errors_impl."
+                                               "ResourceExhaustedError: ... RESOURCE_EXHAUSTED: OOM when allocating")
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(accelerator.subprocess, "run", run)
+    monkeypatch.setenv("BENCH_RESULTS", str(tmp_path))
+    args = argparse.Namespace(peers="none", steps=1, repeats=1)
+    batch, rows = accelerator.run_cell("tiny", 32, "fp16", 4, args)
+    assert batches == [4, 2] and batch == 2
+    assert [row["implementation"] for row in rows] == ["bert_tf", "bert_tf (jit_compile)"]
+    assert all(row["batch"] == 2 and row["seq"] == 32 and row["predictions"] == 20 and row["precision"] == "fp16"
+               and float(row["sequences_per_s"]) > 0 for row in rows)
+    assert (tmp_path / "pretraining.csv").exists()  # the rows went where BENCH_RESULTS said, not into the repo
+
+
+def test_accelerator_refuses_a_machine_without_a_gpu_in_one_line(monkeypatch):
+    from bench import accelerator, common
+
+    monkeypatch.setattr(common, "tf_gpu_names", lambda: [])
+    monkeypatch.setattr("sys.argv", ["bench.accelerator"])
+    with pytest.raises(SystemExit, match="TensorFlow sees no GPU on this machine; the GPU plan needs one"):
+        accelerator.main()

@@ -1,0 +1,103 @@
+"""The GPU plan: pretraining throughput (sequences/s) of BERT-Base and BERT-Large at seq 128 and 512, with XLA and
+mixed precision, on the GPU TensorFlow sees, beside NVIDIA's published TensorFlow 2 figures for the same cells.
+
+  python -m bench.accelerator [--presets base,large] [--seqs 128,512] [--precisions fp16,bf16]
+                              [--peers keras_hub,hf_torch] [--steps 5] [--repeats 3]
+
+Each cell runs `bench.pretraining` in a process of its own (a fresh GPU memory pool), which times ours with and
+without `jit_compile` and the peers on the same GPU, and appends its rows to `bench/results/pretraining.csv` with
+the GPU's name. The per-GPU batch starts at NVIDIA's for an A100 80GB with mixed precision (BERT-Large: 312 at seq
+128, 40 at 512; the same for Base) and is halved until the cell fits in memory. The reference is NVIDIA's
+DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on
+NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation: BERT-Large 485.59
+seq/s at 128 and 96.52 at 512 with mixed precision (fp16), 282.98 and 54.92 with TF32. Their step accumulates
+gradients over 256 (768 at 512) micro-batches per update; ours updates every step, so an update's cost is counted
+in every step here. bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from bench.common import report
+
+BATCH = {128: 312, 512: 40}
+# NVIDIA's BERT-Large sequences/s on one A100 80GB (see the docstring): (seq, precision) -> figure. On Ampere and
+# later, TensorFlow runs float32 matmuls in TF32 unless told otherwise, so fp32 is compared with their TF32 figure.
+PUBLISHED = {(128, "fp16"): 485.59, (512, "fp16"): 96.52, (128, "fp32"): 282.98, (512, "fp32"): 54.92}
+OUT_OF_MEMORY = ("RESOURCE_EXHAUSTED", "OutOfMemoryError", "CUDA out of memory", "Out of memory")
+
+
+def run_cell(preset, seq, precision, batch, args):
+    """Runs one cell of `bench.pretraining`, halving the batch on out-of-memory; returns (batch, rows) or
+    (batch, None) with the failure printed."""
+    while True:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rows.json")
+            command = [sys.executable, "-m", "bench.pretraining", f"--preset={preset}", f"--seq={seq}",
+                       f"--batch={batch}", f"--precision={precision}", f"--peers={args.peers}",
+                       f"--steps={args.steps}", f"--repeats={args.repeats}", f"--rows_out={out}"]
+            print(f"\n== {' '.join(command[1:-1])}", flush=True)
+            done = subprocess.run(command, capture_output=True, text=True)
+            print(done.stdout, end="", flush=True)
+            if done.returncode == 0:
+                with open(out, encoding="utf-8") as f:
+                    return batch, json.load(f)
+        if batch > 1 and any(marker in done.stderr for marker in OUT_OF_MEMORY):
+            batch //= 2
+            print(f"out of GPU memory: again with batch {batch}", flush=True)
+            continue
+        print(done.stderr[-3000:], file=sys.stderr)
+        return batch, None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--presets", default="base,large")
+    parser.add_argument("--seqs", default="128,512")
+    parser.add_argument("--precisions", default="fp16,bf16")
+    parser.add_argument("--peers", default="keras_hub,hf_torch")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    seqs = [int(seq) for seq in args.seqs.split(",")]
+    if set(seqs) - set(BATCH):
+        parser.error(f"--seqs={args.seqs}: the plan's cells are {', '.join(map(str, BATCH))}")
+
+    import bert_tf  # noqa: F401  (TensorFlow's settings, as every benchmark has them)
+    from bench.common import tf_gpu_names
+
+    gpus = tf_gpu_names()
+    if not gpus:
+        raise SystemExit("bench.accelerator: TensorFlow sees no GPU on this machine; the GPU plan needs one "
+                         "(CPU figures: python -m bench.pretraining)")
+    print(f"GPU: {', '.join(gpus)}", flush=True)
+    rows, failed = [], []
+    for preset in args.presets.split(","):
+        for seq in seqs:
+            for precision in args.precisions.split(","):
+                batch, cell = run_cell(preset, seq, precision, BATCH[seq], args)
+                if cell is None:
+                    failed.append(f"{preset} seq {seq} {precision}")
+                    continue
+                rate = {row["implementation"]: float(row["sequences_per_s"]) for row in cell}
+                published = PUBLISHED.get((seq, precision)) if preset == "large" else None
+                best = max(rate["bert_tf"], rate["bert_tf (jit_compile)"])
+                rows.append({"preset": preset, "seq": seq, "precision": precision, "batch": batch,
+                             "bert_tf": rate["bert_tf"], "bert_tf_xla": rate["bert_tf (jit_compile)"],
+                             "keras_hub": rate.get("keras-hub BertMaskedLM (MLM only)", "-"),
+                             "hf_torch": rate.get("HF torch BertForPreTraining", "-"),
+                             "nvidia_a100_80gb": published or "-",
+                             "ours_vs_nvidia": f"{best / published:.2f}x" if published else "-"})
+    if rows:
+        print("\nsequences/s; nvidia_a100_80gb: NVIDIA's published TF2 BERT-Large figure for the cell (one A100 80GB)")
+        report("accelerator", rows, list(rows[0]))
+    if failed:
+        raise SystemExit(f"failed: {'; '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
