@@ -38,31 +38,12 @@ import threading
 
 import numpy as np
 
-from bench.common import median, paired_times, peer_configs, report, torch_matmul_rate
+from bench.common import (machine_name, median, paired_times, peer_configs, report, share_gpu_with_torch,
+                          torch_device, torch_matmul_rate, torch_sync)
 from bench.model_speed import VOCAB, keras_policy, make_batch
 
 LEARNING_RATE, WARMUP = 2e-5, 0.1
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
-
-
-def cpu_name():
-    """The CPU's model name and which of AVX2 / AVX-512 / AMX it has (from /proc/cpuinfo), for every result row."""
-    model, flags = "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    has = [name for name, present in (("AVX2", "avx2" in flags), ("AVX-512", "avx512f" in flags),
-                                      ("AVX512-BF16", "avx512_bf16" in flags), ("AMX", "amx_tile" in flags))
-           if present]
-    lacks = [name for name in ("AVX-512", "AMX") if name not in has]
-    return f"{model} ({'+'.join(has) or 'no AVX2'}{'; no ' + ', no '.join(lacks) if lacks else ''})"
 
 
 class _Ended(RuntimeError):
@@ -191,10 +172,11 @@ def hf_torch(config, arrays, precision, batch, steps, rounds):
     import torch
     import transformers
 
+    device = torch_device()
     torch.set_num_threads(os.cpu_count())
     total = steps * rounds
     model = transformers.BertForSequenceClassification(
-        transformers.BertConfig(**peer_configs(config)[1], num_labels=2)).train()
+        transformers.BertConfig(**peer_configs(config)[1], num_labels=2)).train().to(device)
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
@@ -202,12 +184,10 @@ def hf_torch(config, arrays, precision, batch, steps, rounds):
     warmup = int(total * WARMUP)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: s / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
-    tensors = {"input_ids": torch.tensor(arrays["ids"], dtype=torch.long),
-               "attention_mask": torch.tensor(arrays["mask"], dtype=torch.long),
-               "token_type_ids": torch.tensor(arrays["types"], dtype=torch.long),
-               "labels": torch.tensor(arrays["labels"], dtype=torch.long)}
+    tensors = {name: torch.tensor(arrays[key], dtype=torch.long, device=device) for name, key in
+               (("input_ids", "ids"), ("attention_mask", "mask"), ("token_type_ids", "types"), ("labels", "labels"))}
     count = len(arrays["labels"]) // batch * batch
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
     position = [0]
 
     def run():
@@ -221,6 +201,7 @@ def hf_torch(config, arrays, precision, batch, steps, rounds):
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
+        torch_sync(device)
 
     return run
 
@@ -301,14 +282,15 @@ def main():
         config = BertConfig.preset(args.preset, vocab_size=VOCAB, max_position_embeddings=max(512, args.seq))
     except ConfigError as error:
         parser.error(f"--preset: {error}")
-    cpu = cpu_name()
+    share_gpu_with_torch()
+    cpu = machine_name()
     torch_rates = {p: torch_matmul_rate(d) for p, d in (("fp32", "float32"), ("bf16", "bfloat16"))}
     torch_bf16 = torch_rates["bf16"] >= 0.25 * torch_rates["fp32"]
     print(f"{cpu}; torch GEMM fp32 {torch_rates['fp32'] / 1e9:.1f}, bf16 {torch_rates['bf16'] / 1e9:.1f} GFLOP/s",
           flush=True)
     rows = []
     for precision in precisions:
-        with_torch = precision == "fp32" or torch_bf16
+        with_torch = torch_device() is not None and (precision == "fp32" or torch_bf16)
         times, breakdown = measure(config, precision, args.batch, args.seq, args.steps, args.repeats, args.examples,
                                    with_torch, not args.no_profile)
         if breakdown:
@@ -322,7 +304,8 @@ def main():
                    "precision": precision, "rounds": f"{args.repeats} x {args.steps} steps"}
             if name not in times:
                 row.update(examples_per_s="n/a", examples_per_s_range="", ours_vs_it="",
-                           ours_vs_it_range=f"torch bf16 GEMM {torch_rates['bf16'] / 1e9:.1f} GFLOP/s here")
+                           ours_vs_it_range="TF runs on the GPU, this torch has no CUDA" if torch_device() is None
+                           else f"torch bf16 GEMM {torch_rates['bf16'] / 1e9:.1f} GFLOP/s here")
             else:
                 rates = [examples / t for t in times[name]]
                 ratios = [r / o for o, r in zip(times["bert_tf"], times[name])]
