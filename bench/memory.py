@@ -37,7 +37,7 @@ def child(case, preset, batch, seq):
     config = BertConfig.preset(preset, vocab_size=module.VOCAB)
     data = module.make_batch(batch, seq)
     if "pretraining" in case:
-        run = getattr(module, function)(config, data, 3)
+        run = getattr(module, function)(config, data, 3, "fp32")
     else:
         run = getattr(module, function)(config, data, "forward", "fp32", False, 3)
     run()

@@ -37,7 +37,7 @@ def main():
     from bert_tf import BertConfig
 
     import tensorflow as tf
-    from bert_tf.finetuning import FinetuneOptions, load_finetuned, save
+    from bert_tf.finetuning import Cell, FinetuneOptions, GridResult, load_finetuned, save
     from bert_tf.tasks.classification import encode
     from bert_tf.models import BertClassifier, BertEncoder
     from bert_tf.tasks import Example, get_task
@@ -46,8 +46,8 @@ def main():
     vocab = uncased_vocab()
     config = BertConfig.preset(args.preset, vocab_size=30522)
     work = tempfile.mkdtemp(prefix="bench_serving_")
-    save(BertClassifier(BertEncoder(config), num_classes=2), get_task("mrpc"), config, vocab, work,
-         FinetuneOptions(max_seq_length=args.seq), 2e-5, 0, pairs=True)
+    untrained = GridResult(BertClassifier(BertEncoder(config), num_classes=2), Cell(32, 2e-5, 0, 0), 0, [])
+    save(untrained, get_task("mrpc"), config, vocab, work, FinetuneOptions(max_seq_length=args.seq), pairs=True)
     export("classifier", os.path.join(work, "export"), model_dir=work)
     serving = tf.saved_model.load(os.path.join(work, "export")).signatures["serving_default"]
     model = load_finetuned(work)

@@ -236,3 +236,23 @@ def test_accelerator_refuses_a_machine_without_a_gpu_in_one_line(monkeypatch):
     monkeypatch.setattr("sys.argv", ["bench.accelerator"])
     with pytest.raises(SystemExit, match="TensorFlow sees no GPU on this machine; the GPU plan needs one"):
         accelerator.main()
+
+
+@pytest.mark.parametrize("module", ["bench.memory", "bench.serving"])
+def test_benchmark_runs_end_to_end_at_tiny_size(module, tmp_path):
+    """Each benchmark calls into the library and into other benchmarks' helpers; a changed signature on either side
+    must fail here, not in the next full benchmark run. Their rows land in BENCH_RESULTS with figures in them."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    args = ["--preset", "tiny"] + (["--repeats", "1"] if module == "bench.serving" else ["--batch", "2", "--seq", "32"])
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / f"{module.split('.')[1]}.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) in (3, 4) and all(row["preset"] == "tiny" for row in rows)
+    figures = [float(row[key].rstrip("%")) for row in rows for key in ("peak_mb", "export_raw_text_ms") if key in row]
+    assert len(figures) == len(rows) and all(value > 0 for value in figures)
