@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from bench.common import RESULTS
+
 # name -> (full arguments, quick arguments)
 BENCHMARKS = {
     "model_speed": ([], ["--quick", "--repeats", "1"]),
@@ -42,7 +44,7 @@ def main():
         if subprocess.run(command).returncode:
             failed.append(name)
         print(f"== {name}: {time.perf_counter() - began:.0f} s", flush=True)
-    print(f"\nall benchmarks: {time.perf_counter() - start:.0f} s; results appended under bench/results/")
+    print(f"\nall benchmarks: {time.perf_counter() - start:.0f} s; results appended under {RESULTS}")
     if failed:
         raise SystemExit(f"failed: {', '.join(failed)}")
 
