@@ -42,10 +42,14 @@ def make_batch(batch, seq, seed=0):
 
 @contextlib.contextmanager
 def keras_policy(precision):
+    """Keras's global dtype policy for `precision` (fp32, bf16, fp16: `run_pretraining --dtype`'s short names)
+    inside the block."""
     import keras
 
+    from bert_tf.training import DTYPES
+
     old = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
+    keras.config.set_dtype_policy(DTYPES[precision])
     try:
         yield
     finally:

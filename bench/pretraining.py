@@ -93,6 +93,7 @@ def _tf_loop(model, batch, steps, jit_compile):
         loop()
         model.optimizer.iterations.numpy()  # waits for the queued steps (a GPU runs them asynchronously)
 
+    run.model = model
     return run
 
 

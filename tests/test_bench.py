@@ -256,3 +256,19 @@ def test_benchmark_runs_end_to_end_at_tiny_size(module, tmp_path):
     assert len(rows) in (3, 4) and all(row["preset"] == "tiny" for row in rows)
     figures = [float(row[key].rstrip("%")) for row in rows for key in ("peak_mb", "export_raw_text_ms") if key in row]
     assert len(figures) == len(rows) and all(value > 0 for value in figures)
+
+
+@pytest.mark.parametrize("precision,policy,scaled", [("fp32", "float32", False), ("bf16", "mixed_bfloat16", False),
+                                                     ("fp16", "mixed_float16", True)])
+def test_pretraining_benchmark_trains_in_the_precision_it_names(precision, policy, scaled):
+    import keras
+
+    from bench import pretraining
+
+    config = BertConfig.preset("tiny", vocab_size=pretraining.VOCAB)
+    data = pretraining.make_batch(2, 32)
+    for run in (pretraining.ours(config, data, 1, precision), pretraining.keras_hub_mlm(config, data, 1, precision)):
+        run()
+        assert run.model.dtype_policy.name == policy
+        assert isinstance(run.model.optimizer, keras.optimizers.LossScaleOptimizer) == scaled
+        assert int(run.model.optimizer.iterations.numpy()) == 1
