@@ -4,15 +4,17 @@ mixed precision, on the GPU TensorFlow sees, beside NVIDIA's published TensorFlo
   python -m bench.accelerator [--presets base,large] [--seqs 128,512] [--precisions fp16,bf16]
                               [--peers keras_hub,hf_torch] [--steps 5] [--repeats 3]
 
-Each cell runs `bench.pretraining` in a process of its own (a fresh GPU memory pool), which times ours with and
-without `jit_compile` and the peers on the same GPU, and appends its rows to `bench/results/pretraining.csv` with
-the GPU's name. The per-GPU batch starts at NVIDIA's for an A100 80GB with mixed precision (BERT-Large: 312 at seq
-128, 40 at 512; the same for Base) and is halved until the cell fits in memory. The reference is NVIDIA's
-DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on
-NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation: BERT-Large 485.59
-seq/s at 128 and 96.52 at 512 with mixed precision (fp16), 282.98 and 54.92 with TF32. Their step accumulates
-gradients over 256 (768 at 512) micro-batches per update; ours updates every step, so an update's cost is counted
-in every step here. bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops.
+Each cell runs `bench.pretraining` twice, each time in a process of its own (a fresh GPU memory pool): ours alone
+(with and without `jit_compile`), for the largest batch ours fits, which is set against NVIDIA's figure; then ours
+and the peers on the same GPU at one batch that all of them fit, for the ratios between them. Both runs append
+their rows to `bench/results/pretraining.csv` with the GPU's name. The per-GPU batch starts at NVIDIA's for an A100
+80GB (BERT-Large with mixed precision: 312 at seq 128, 40 at 512; TF32: 176 and 22; the same for Base) and is
+halved until the run fits in memory. The reference is NVIDIA's DeepLearningExamples
+`TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on NVIDIA DGX A100
+(8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation: BERT-Large 485.59 seq/s at 128 and
+96.52 at 512 with mixed precision (fp16), 282.98 and 54.92 with TF32. Their step accumulates gradients over 256
+(768 at 512) micro-batches per update; ours updates every step, so an update's cost is counted in every step here.
+bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops.
 """
 
 import argparse
@@ -24,21 +26,27 @@ import tempfile
 
 from bench.common import report
 
-BATCH = {128: 312, 512: 40}
+# NVIDIA's per-GPU batch on an A100 80GB: (seq, precision) -> batch; TF32 (our fp32) needs smaller ones.
+BATCH = {(128, "fp32"): 176, (512, "fp32"): 22}
+FIRST_BATCH = {128: 312, 512: 40}
 # NVIDIA's BERT-Large sequences/s on one A100 80GB (see the docstring): (seq, precision) -> figure. On Ampere and
 # later, TensorFlow runs float32 matmuls in TF32 unless told otherwise, so fp32 is compared with their TF32 figure.
 PUBLISHED = {(128, "fp16"): 485.59, (512, "fp16"): 96.52, (128, "fp32"): 282.98, (512, "fp32"): 54.92}
-OUT_OF_MEMORY = ("RESOURCE_EXHAUSTED", "OutOfMemoryError", "CUDA out of memory", "Out of memory")
+# How a run that ran out of GPU memory ends: TensorFlow's ResourceExhaustedError (its "OOM when allocating" message;
+# the C++ log line with RESOURCE_EXHAUSTED is silenced by bert_tf's quiet log level), XLA's allocation failure,
+# torch's OutOfMemoryError.
+OUT_OF_MEMORY = ("ResourceExhaustedError", "OOM when allocating", "RESOURCE_EXHAUSTED", "Out of memory while trying",
+                 "OutOfMemoryError", "CUDA out of memory")
 
 
-def run_cell(preset, seq, precision, batch, args):
-    """Runs one cell of `bench.pretraining`, halving the batch on out-of-memory; returns (batch, rows) or
-    (batch, None) with the failure printed."""
+def run_cell(preset, seq, precision, batch, args, peers):
+    """Runs one cell of `bench.pretraining` with `peers`, halving the batch on out-of-memory; returns (batch, rows)
+    or (batch, None) with the failure printed."""
     while True:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rows.json")
             command = [sys.executable, "-m", "bench.pretraining", f"--preset={preset}", f"--seq={seq}",
-                       f"--batch={batch}", f"--precision={precision}", f"--peers={args.peers}",
+                       f"--batch={batch}", f"--precision={precision}", f"--peers={peers}",
                        f"--steps={args.steps}", f"--repeats={args.repeats}", f"--rows_out={out}"]
             print(f"\n== {' '.join(command[1:-1])}", flush=True)
             done = subprocess.run(command, capture_output=True, text=True)
@@ -54,6 +62,10 @@ def run_cell(preset, seq, precision, batch, args):
         return batch, None
 
 
+def rates(rows):
+    return {row["implementation"]: float(row["sequences_per_s"]) for row in rows}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--presets", default="base,large")
@@ -64,8 +76,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     seqs = [int(seq) for seq in args.seqs.split(",")]
-    if set(seqs) - set(BATCH):
-        parser.error(f"--seqs={args.seqs}: the plan's cells are {', '.join(map(str, BATCH))}")
+    if set(seqs) - set(FIRST_BATCH):
+        parser.error(f"--seqs={args.seqs}: the plan's cells are {', '.join(map(str, FIRST_BATCH))}")
 
     import bert_tf  # noqa: F401  (TensorFlow's settings, as every benchmark has them)
     from bench.common import tf_gpu_names
@@ -79,21 +91,36 @@ def main():
     for preset in args.presets.split(","):
         for seq in seqs:
             for precision in args.precisions.split(","):
-                batch, cell = run_cell(preset, seq, precision, BATCH[seq], args)
-                if cell is None:
-                    failed.append(f"{preset} seq {seq} {precision}")
+                cell = f"{preset} seq {seq} {precision}"
+                first = BATCH.get((seq, precision), FIRST_BATCH[seq])
+                batch, alone = run_cell(preset, seq, precision, first, args, "none")
+                if alone is None:
+                    failed.append(cell)
                     continue
-                rate = {row["implementation"]: float(row["sequences_per_s"]) for row in cell}
+                ours = rates(alone)
+                best = max(ours["bert_tf"], ours["bert_tf (jit_compile)"])
                 published = PUBLISHED.get((seq, precision)) if preset == "large" else None
-                best = max(rate["bert_tf"], rate["bert_tf (jit_compile)"])
-                rows.append({"preset": preset, "seq": seq, "precision": precision, "batch": batch,
-                             "bert_tf": rate["bert_tf"], "bert_tf_xla": rate["bert_tf (jit_compile)"],
-                             "keras_hub": rate.get("keras-hub BertMaskedLM (MLM only)", "-"),
-                             "hf_torch": rate.get("HF torch BertForPreTraining", "-"),
-                             "nvidia_a100_80gb": published or "-",
-                             "ours_vs_nvidia": f"{best / published:.2f}x" if published else "-"})
+                row = {"preset": preset, "seq": seq, "precision": precision, "batch": batch,
+                       "bert_tf": ours["bert_tf"], "bert_tf_xla": ours["bert_tf (jit_compile)"],
+                       "nvidia_a100_80gb": published or "-",
+                       "ours_vs_nvidia": f"{best / published:.2f}x" if published else "-",
+                       "peers_batch": "-", "ours_vs_keras_hub": "-", "ours_vs_hf_torch": "-"}
+                if args.peers != "none":
+                    peers_batch, compared = run_cell(preset, seq, precision, batch, args, args.peers)
+                    if compared is None:
+                        failed.append(f"{cell} with the peers")
+                    else:
+                        both = rates(compared)
+                        mine = max(both["bert_tf"], both["bert_tf (jit_compile)"])
+                        for column, name in (("ours_vs_keras_hub", "keras-hub BertMaskedLM (MLM only)"),
+                                             ("ours_vs_hf_torch", "HF torch BertForPreTraining")):
+                            if name in both:
+                                row[column] = f"{mine / both[name]:.2f}x"
+                        row["peers_batch"] = peers_batch
+                rows.append(row)
     if rows:
-        print("\nsequences/s; nvidia_a100_80gb: NVIDIA's published TF2 BERT-Large figure for the cell (one A100 80GB)")
+        print("\nsequences/s of ours alone at `batch`; nvidia_a100_80gb: NVIDIA's published TF2 BERT-Large figure for "
+              "the cell (one A100 80GB); ours_vs_*: the faster of ours over the peer, all at peers_batch in one process")
         report("accelerator", rows, list(rows[0]))
     if failed:
         raise SystemExit(f"failed: {'; '.join(failed)}")

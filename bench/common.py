@@ -105,12 +105,16 @@ def share_gpu_with_torch():
 def torch_device():
     """Where the torch peer runs so that it is compared with TensorFlow on the same device: "cuda" when TF runs on
     a GPU and torch can reach one, "cpu" when TF runs on the CPU, None when TF has a GPU and this torch build has no
-    CUDA (the peer is then left out, not timed on another device)."""
+    CUDA (the peer is then left out, not timed on another device). On CUDA, torch is also told to run float32
+    matmuls in TF32, as TensorFlow does by default on Ampere and later GPUs, so fp32 compares like with like."""
     import torch
 
     if not tf_gpu_names():
         return "cpu"
-    return "cuda" if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        return None
+    torch.set_float32_matmul_precision("high")
+    return "cuda"
 
 
 def torch_sync(device):
@@ -150,7 +154,10 @@ def matmul_rate(dtype="float32", jit_compile=False, shape=(1024, 768, 3072), bat
 
     flops = 2 * batch * m * k * n
     run(a, b, tf.constant(1)).numpy()
-    reps = max(1, int(seconds * 100e9 / flops))
+    start = time.perf_counter()
+    run(a, b, tf.constant(10)).numpy()
+    # enough repetitions for `seconds` at the rate just seen (a GPU runs a GEMM in microseconds, a CPU in ms)
+    reps = max(1, int(seconds * 10 / (time.perf_counter() - start)))
     best = 0.0
     for _ in range(trials):
         start = time.perf_counter()

@@ -145,8 +145,9 @@ def keras_hub(config, arrays, precision, batch, steps, rounds):
     optimizer = keras.optimizers.AdamW(warmup_linear_decay(LEARNING_RATE, total, int(total * WARMUP)),
                                        weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
     optimizer.exclude_from_weight_decay(var_names=["bias", "norm"])
+    # jit_compile=False as in our loop: Keras's "auto" compiles with XLA wherever a GPU is visible
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[])
+                  metrics=[], jit_compile=False)
 
     class Pause(keras.callbacks.Callback):
         def __init__(self, pause):
