@@ -235,23 +235,33 @@ UTF8_EDGES = [b"a", b"\x00", b"\x7f", b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf"
 RAW = st.lists(st.one_of(st.sampled_from(UTF8_EDGES), st.binary(max_size=3)), max_size=10).map(b"".join)
 
 
+@pytest.fixture(scope="module")
+def offsets(tokenizers):
+    """`tokenize_with_offsets` traced once: (ids, starts, ends) as lists."""
+    graph = tf.function(tokenizers[1].tokenize_with_offsets, input_signature=[tf.TensorSpec([None], tf.string)])
+    return lambda texts: [part.to_list() for part in graph(tf.constant(texts))]
+
+
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(RAW, min_size=1, max_size=6), valid=st.lists(TEXT, max_size=3))
-def test_any_bytes_are_read_like_the_original(tokenizers, traced, lines, valid):
+def test_any_bytes_are_read_like_the_original(tokenizers, traced, offsets, lines, valid):
     """Invalid UTF-8 is dropped as Python's decode(errors="ignore") drops it, in batches where every line, some lines
     or no line needs it: the layer repairs a batch only where RE2 finds a line that is not valid UTF-8, and that test
-    must accept exactly what ICU and Python accept."""
+    must accept exactly what ICU and Python accept. Offsets point into the repaired text, as they always did: the
+    raw batch and the batch repaired beforehand get the same ids and spans."""
     from bert_tf.tokenization import _VALID_UTF8
 
     python = tokenizers[0]
     batch = lines + [text.encode() for text in valid]
+    repaired = [line.decode("utf-8", "ignore").encode() for line in batch]
     accepted = tf.strings.regex_full_match(tf.constant(batch), _VALID_UTF8).numpy().tolist()
-    assert accepted == [line.decode("utf-8", "ignore").encode() == line for line in batch]
+    assert accepted == [fixed == line for fixed, line in zip(repaired, batch)]
     expected = [python.convert_tokens_to_ids(python.tokenize(line)) for line in batch]
     call, with_offsets = traced
     assert call(tf.constant(batch)).to_list() == expected
     assert with_offsets(tf.constant(batch)).to_list() == expected
+    assert offsets(batch) == offsets(repaired)
 
 
 @pytest.mark.parametrize("content, message", [
