@@ -4,6 +4,8 @@
 
   python -m bench.profile --gemm [--cell small-128]
 
+  python -m bench.profile --gemm_chain [--cell base-128] [--precision bf16]
+
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
@@ -12,7 +14,8 @@ instead (see `op_times`): in BERT's step `MatMul`/`dot` are the GEMMs, `call` th
 (Philox, expanded by XLA into scalar 64-bit arithmetic on CPU) and `wrapped_reduce-window` LayerNorm's
 reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduce-window of 32-wide pieces).
 
-`--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
+`--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
+nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
 kernel), in XLA (`jit_compile`) and in torch: forward `x @ W`, input gradient `dy @ W^T` and weight gradient
 `x^T @ dy`, the shapes a train step runs. TF's and XLA's GEMMs are chained through a scalar added to the input (one
 element-wise pass, small against a GEMM, counted against them).
@@ -96,6 +99,36 @@ def gemm_rates(tokens, h_in, h_out, repeats=20):
                                       for label, t in zip(("TF", "XLA", "torch"), times)))
 
 
+def gemm_chain(config, batch, seq, precision, repeats=7):
+    """Times the encoder's forward GEMMs and nothing else: per layer Q, K, V, the attention scores and context, the
+    attention output and the two FFN GEMMs at BERT's shapes, chained, with weights already in `precision` (no casts,
+    no bias, no transposes: the heads are reshaped in place, which keeps every GEMM's shape). Returns (seconds,
+    floor seconds): how close the GEMMs alone come to the floor of `bench.model_speed`."""
+    import tensorflow as tf
+
+    from bench.common import encoder_flops, gemm_shapes, matmul_rate, median, paired_times, torch_matmul_rate
+
+    dtype = "bfloat16" if precision == "bf16" else "float32"
+    h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    shapes = dict(q=(h, h), k=(h, h), v=(h, h), o=(h, h), i=(h, i), out=(i, h))
+    w = {name: tf.cast(tf.random.normal(shape) * 0.02, dtype) for name, shape in shapes.items()}
+    x = tf.cast(tf.random.normal((batch * seq, h)), dtype)
+
+    @tf.function
+    def chain(x):
+        for _ in range(config.num_hidden_layers):
+            q, k, v = (tf.reshape(x @ w[name], (batch, heads, seq, h // heads)) for name in "qkv")
+            context = tf.matmul(tf.matmul(q, k, transpose_b=True), v)
+            x = ((tf.reshape(context, (batch * seq, h)) @ w["o"]) @ w["i"]) @ w["out"]
+        return x
+
+    chain(x).numpy()
+    seconds = median(paired_times([lambda: chain(x).numpy()], repeats=repeats)[0])
+    rate = max(measure(dtype, shape=(m, k, n), batch=b) for measure in (matmul_rate, torch_matmul_rate)
+               for _, b, m, k, n in gemm_shapes(config, batch, seq))
+    return seconds, (encoder_flops(config, batch, seq) - batch * 2 * h * h) / rate
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cell", default="base-128", choices=sorted(CELLS))
@@ -104,7 +137,17 @@ def main():
     parser.add_argument("--xla", action="store_true")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--gemm", action="store_true", help="time the cell's FFN GEMMs in TF and torch instead")
+    parser.add_argument("--gemm_chain", action="store_true",
+                        help="time the encoder's forward GEMMs alone, against the floor, instead")
     args = parser.parse_args()
+    if args.gemm_chain:
+        from bert_tf import BertConfig
+
+        preset, batch, seq = CELLS[args.cell]
+        seconds, floor = gemm_chain(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
+        print(f"{args.cell} {args.precision}: the encoder's forward GEMMs alone take {seconds:.3f} s; their floor "
+              f"{floor:.3f} s: {floor / seconds:.0%} of the floor")
+        return None
     if args.gemm:
         from bert_tf import BertConfig
 
