@@ -8,13 +8,12 @@ Each cell runs `bench.pretraining` twice, each time in a process of its own (a f
 (with and without `jit_compile`), for the largest batch ours fits, which is set against NVIDIA's figure; then ours
 and the peers on the same GPU at one batch that all of them fit, for the ratios between them. Both runs append
 their rows to `bench/results/pretraining.csv` with the GPU's name. The per-GPU batch starts at NVIDIA's for an A100
-80GB (BERT-Large with mixed precision: 312 at seq 128, 40 at 512; TF32: 176 and 22; the same for Base) and is
-halved until the run fits in memory. The reference is NVIDIA's DeepLearningExamples
-`TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on NVIDIA DGX A100
-(8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation: BERT-Large 485.59 seq/s at 128 and
-96.52 at 512 with mixed precision (fp16), 282.98 and 54.92 with TF32. Their step accumulates gradients over 256
-(768 at 512) micro-batches per update; ours updates every step, so an update's cost is counted in every step here.
-bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops.
+80GB (`BATCH`, `FIRST_BATCH`) and is halved until the run fits in memory. The reference (`PUBLISHED`) is NVIDIA's
+DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on
+NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation over many
+micro-batches per update; ours updates every step, so an update's cost is counted in every step here. bf16 has no
+NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops. BENCHMARKS.md, "The GPU plan",
+lists the figures.
 """
 
 import argparse
@@ -25,6 +24,7 @@ import sys
 import tempfile
 
 from bench.common import report
+from bench.pretraining import PEERS, PRECISIONS
 
 # NVIDIA's per-GPU batch on an A100 80GB: (seq, precision) -> batch; TF32 (our fp32) needs smaller ones.
 BATCH = {(128, "fp32"): 176, (512, "fp32"): 22}
@@ -75,12 +75,23 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    seqs = [int(seq) for seq in args.seqs.split(",")]
-    if set(seqs) - set(FIRST_BATCH):
+    seqs = [int(seq) for seq in args.seqs.split(",") if seq.isdigit()]
+    if len(seqs) != len(args.seqs.split(",")) or set(seqs) - set(FIRST_BATCH):
         parser.error(f"--seqs={args.seqs}: the plan's cells are {', '.join(map(str, FIRST_BATCH))}")
+    if set(args.precisions.split(",")) - set(PRECISIONS):
+        parser.error(f"--precisions={args.precisions}: choose from {', '.join(PRECISIONS)}")
+    if args.peers != "none" and set(args.peers.split(",")) - set(PEERS):
+        parser.error(f"--peers={args.peers}: choose from {', '.join(PEERS)}, or none")
+    if min(args.steps, args.repeats) < 1:
+        parser.error("--steps and --repeats must be at least 1")
 
     import bert_tf  # noqa: F401  (TensorFlow's settings, as every benchmark has them)
     from bench.common import tf_gpu_names
+    from bert_tf import BertConfig
+
+    unknown = [name for name in args.presets.split(",") if name not in BertConfig.preset_names()]
+    if unknown:
+        parser.error(f"--presets: unknown {', '.join(unknown)}; choose from {', '.join(BertConfig.preset_names())}")
 
     gpus = tf_gpu_names()
     if not gpus:

@@ -190,7 +190,7 @@ def main():
     share_gpu_with_torch()
     machine = machine_name()
     print(f"{machine}; TF's oneDNN kernels {'on' if onednn_enabled() else 'off'}", flush=True)
-    torch_missing = "n/a (TF runs on the GPU, this torch has no CUDA)" if torch_device() is None else None
+    no_cuda = torch_device() is None
     rows, rates, torch_times = [], {}, {}
     for cell, mode, precision, xla in cells_for(args):
         preset, batch, seq = CELLS[cell]
@@ -215,8 +215,8 @@ def main():
         row = {"cell": cell, "batch": batch, "seq": seq, "mode": mode, "precision": precision,
                "xla": "on" if xla else "off", "bert_tf_s": f"{times['bert_tf']:.3f}",
                "keras_hub_s": f"{times['keras-hub']:.3f}",
-               "hf_torch_s": f"{torch_s:.3f}" if torch_s else torch_missing or f"n/a (bf16 GEMM {torch_rate / 1e9:.1f} "
-                                                                               "GFLOP/s)",
+               "hf_torch_s": f"{torch_s:.3f}" if torch_s else "n/a (TF runs on the GPU, this torch has no CUDA)"
+               if no_cuda else f"n/a (bf16 GEMM {torch_rate / 1e9:.1f} GFLOP/s)",
                "vs_keras_hub": f"{times['keras-hub'] / times['bert_tf']:.2f}",
                "vs_hf_torch": f"{torch_s / times['bert_tf']:.2f}" if torch_s else "n/a",
                "floor_s": f"{floor:.3f}", "of_floor": f"{floor / times['bert_tf']:.0%}"}

@@ -31,6 +31,7 @@ from bench.model_speed import keras_policy
 
 VOCAB = 30522
 PEERS = ("keras_hub", "hf_torch")
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def make_batch(batch, seq, predictions=20, seed=0):
@@ -139,13 +140,15 @@ def main():
     parser.add_argument("--preset", default="base")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="bf16")
+    parser.add_argument("--precision", choices=PRECISIONS, default="bf16")
     parser.add_argument("--predictions", type=int, help="masked positions per sequence (20 at seq <= 128, else 80)")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma list of {', '.join(PEERS)}, or none")
     parser.add_argument("--steps", type=int, default=2, help="steps per timed round")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows_out", help="also write the rows as JSON to this file (for bench.accelerator)")
     args = parser.parse_args()
+    if min(args.batch, args.seq, args.steps, args.repeats) < 1:
+        parser.error("--batch, --seq, --steps and --repeats must be at least 1")
     peers = [] if args.peers == "none" else args.peers.split(",")
     if set(peers) - set(PEERS):
         parser.error(f"--peers={args.peers}: choose from {', '.join(PEERS)}, or none")
@@ -154,10 +157,14 @@ def main():
         parser.error(f"--predictions={predictions}: must be between 1 and seq - 2 ({args.seq - 2})")
 
     from bert_tf import BertConfig
+    from bert_tf.config import ConfigError
 
+    try:
+        config = BertConfig.preset(args.preset, vocab_size=VOCAB, hidden_dropout_prob=0.1,
+                                   max_position_embeddings=max(512, args.seq))
+    except ConfigError as error:
+        parser.error(f"--preset: {error}")
     share_gpu_with_torch()
-    config = BertConfig.preset(args.preset, vocab_size=VOCAB, hidden_dropout_prob=0.1,
-                               max_position_embeddings=max(512, args.seq))
     data = make_batch(args.batch, args.seq, predictions)
     runs = {"bert_tf": ours(config, data, args.steps, args.precision),
             "bert_tf (jit_compile)": ours(config, data, args.steps, args.precision, True)}

@@ -44,7 +44,7 @@ def main():
     wrapper = BertWordPieceTokenizer(vocab, lowercase=True)
     wrapper._tokenizer.model.max_input_chars_per_word = 200
     # HF's fastest path to ids: the Rust tokenizer's encode_batch_fast, which skips the character offsets that
-    # encode_batch also computes (~10 % faster here); ours returns ids only too.
+    # encode_batch also computes; ours returns ids only too.
     hf = wrapper._tokenizer
     english = corpus_of_size(args.megabytes)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -57,7 +57,7 @@ def main():
         identical = all(graph(t).to_list() == [e.ids for e in hf.encode_batch_fast(b, add_special_tokens=False)]
                         for t, b in zip(tensors[:3], batches[:3]))
         # One iterator over the text, repeated, as a corpus many times this size would run: each round pulls
-        # `passes` passes' batches from it, so the pipeline's start (a fixed cost per corpus, ~40 ms here) is not
+        # `passes` passes' batches from it, so the pipeline's start (a fixed cost per corpus) is not
         # counted. The batches are cached by the warm-up pass, so the rounds time tokenization, not batching
         # strings. No prefetch buffer and one batch in flight per core: between its rounds the pipeline gets ahead
         # by `cores` batches at most, which `passes` keeps under 2.5 % of a round on any number of cores.

@@ -273,3 +273,19 @@ def test_pretraining_benchmark_trains_in_the_precision_it_names(precision, polic
         assert run.model.dtype_policy.name == policy
         assert isinstance(run.model.optimizer, keras.optimizers.LossScaleOptimizer) == scaled
         assert int(run.model.optimizer.iterations.numpy()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seqs", "128,x"], "--seqs=128,x: the plan's cells are 128, 512"),
+    (["--precisions", "fp8"], "--precisions=fp8: choose from fp32, bf16, fp16"),
+    (["--peers", "torch"], "--peers=torch: choose from keras_hub, hf_torch, or none"),
+    (["--presets", "huge"], "--presets: unknown huge"),
+    (["--steps", "0"], "--steps and --repeats must be at least 1"),
+])
+def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, capsys):
+    from bench import accelerator
+
+    monkeypatch.setattr("sys.argv", ["bench.accelerator", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        accelerator.main()
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
