@@ -289,3 +289,16 @@ def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, c
     with pytest.raises(SystemExit) as exit_info:
         accelerator.main()
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_gemm_chain_times_the_encoders_gemms_against_the_floor_of_their_flops(monkeypatch):
+    """`bench.profile --gemm_chain`: the chain runs every layer's GEMMs, and its floor is the encoder's FLOPs less the
+    pooler's (which the chain leaves out) at the best rate measured (here fixed, so the arithmetic is checked)."""
+    from bench import common, profile
+
+    config = BertConfig.preset("tiny", vocab_size=100)
+    monkeypatch.setattr(common, "matmul_rate", lambda dtype, shape, batch: 2e9)
+    monkeypatch.setattr(common, "torch_matmul_rate", lambda dtype, shape, batch: 1e9)
+    seconds, floor = profile.gemm_chain(config, 2, 16, "fp32", repeats=1)
+    assert seconds > 0
+    assert floor == pytest.approx((encoder_flops(config, 2, 16) - 2 * 2 * 128 * 128) / 2e9)
