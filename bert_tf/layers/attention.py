@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers.activations import initializer
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -13,7 +14,7 @@ class BertSelfAttention(keras.layers.Layer):
 
     This is the paper's "multi-head attention" box together with the residual-free output dense, so the layer owns
     exactly the variables `attention/self/{query,key,value}` and `attention/output/dense` of the original checkpoint.
-    The scores and softmax are computed in float32 under any mixed-precision policy; masked keys get -10000 added
+    The scores, softmax and dropout are computed in float32 under any mixed-precision policy; masked keys get -10000 added
     before the softmax as in the original code.
 
     Args:
@@ -41,7 +42,8 @@ class BertSelfAttention(keras.layers.Layer):
         self.key = dense("key")
         self.value = dense("value")
         self.output_dense = dense("output_dense")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        # applied to the float32 probabilities before they are rounded to the compute dtype
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, autocast=False)
 
     def build(self, input_shape):
         for layer in (self.query, self.key, self.value, self.output_dense):
@@ -65,8 +67,7 @@ class BertSelfAttention(keras.layers.Layer):
         scores = ops.cast(scores, "float32") * (1.0 / float(self.head_size) ** 0.5)
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, "float32")  # Keras autocasts inputs to compute dtype
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.dropout(probs, training=training)
+        probs = ops.cast(self.dropout(ops.softmax(scores, axis=-1), training=training), self.compute_dtype)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
         out = self.output_dense(ops.reshape(context, (-1, self.hidden_size)))
         return out if flat else ops.reshape(out, (batch, seq, self.hidden_size))

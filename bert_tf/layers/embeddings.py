@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf.layers.activations import initializer
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -34,7 +35,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=self.dtype_policy,
                                                           name="LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = initializer(self.initializer_range)

@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf.layers.activations import get_activation, initializer
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -121,7 +122,7 @@ class ClassificationHead(keras.layers.Layer):
         self.num_outputs = num_outputs
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.dense = keras.layers.Dense(num_outputs, kernel_initializer=initializer(initializer_range),
                                         dtype=self.dtype_policy, name="dense")
         self.supports_masking = True  # per position: a padding mask from a layer below (a BiLSTM) passes through

@@ -6,6 +6,7 @@ from keras import ops
 
 from bert_tf.layers.activations import get_activation, initializer
 from bert_tf.layers.attention import BertSelfAttention
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -47,7 +48,7 @@ class BertTransformerBlock(keras.layers.Layer):
                                                dtype=policy, name="output_dense")
         self.output_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
                                                                  name="output_LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
+        self.dropout = Dropout(dropout_rate, dtype=policy)
 
     def build(self, input_shape):
         shape = (None, None, self.hidden_size)
