@@ -231,10 +231,10 @@ def test_encoder_export_fine_tunes_in_keras_and_through_the_tf_hub_api(tiny_conf
         history = model.fit(x, y, epochs=epochs, batch_size=16, verbose=0).history["loss"]
         assert all((b != w.numpy()).any() for b, w in zip(before, layer.trainable_weights))
     assert history[-1] < 0.5 * history[0], history
-    tuned = model.predict(x, verbose=0)
+    tuned = model.predict(x, batch_size=len(y), verbose=0)  # one batch, as `serve` below runs it
     model.save(str(tmp_path / "tuned.keras"))
     reloaded = keras.saving.load_model(str(tmp_path / "tuned.keras"), safe_mode=False)
-    np.testing.assert_array_equal(reloaded.predict(x, verbose=0), tuned)
+    np.testing.assert_array_equal(reloaded.predict(x, batch_size=len(y), verbose=0), tuned)
     model.export(str(tmp_path / "tuned"), verbose=False)
     exported = tf.saved_model.load(str(tmp_path / "tuned"))
     np.testing.assert_array_equal(exported.serve(x).numpy(), tuned)
