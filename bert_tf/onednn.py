@@ -1,11 +1,15 @@
-"""TensorFlow's oneDNN CPU kernels: on by default for bert_tf on x86, and a warning when that came too late."""
+"""TensorFlow's oneDNN CPU kernels: on by default for bert_tf on x86, a warning when that came too late, and whether
+a traced bfloat16 GEMM computes the activation after it in float32 (by fusing it)."""
 
+import contextlib
 import os
 import platform
 import sys
+import threading
 import warnings
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+_elsewhere = threading.local()
 
 
 def onednn_enabled():
@@ -40,3 +44,40 @@ def prefer_onednn():
                       "(slower training on AVX2 CPUs). Import bert_tf before tensorflow (or keras), or "
                       f"set {VARIABLE}=1 before the process starts; set {VARIABLE}=0 to keep Eigen's and silence this.",
                       stacklevel=3)
+
+
+def fuses_activation_in_float32(dtype) -> bool:
+    """Whether TensorFlow, running the graph being traced here, fuses an element-wise activation on the output of a
+    `dtype` 2-D MatMul + BiasAdd into that GEMM, as a oneDNN post-op computed in float32 on the float32
+    accumulator and rounded once. It does so only in a graph (not eagerly) that XLA does not compile, with its
+    graph optimizer's remapper on, no GPU to place the GEMM on, and oneDNN running `dtype` GEMMs on this CPU (as
+    TensorFlow decides: AVX-512, AVX-NE-CONVERT or AMX), and never under `traced_to_run_elsewhere`; for bfloat16
+    only (the one 16-bit dtype whose fusion `tests/test_bench.py` checks). Anywhere else the activation runs op by
+    op in `dtype`, and a caller that wants it in float32 must cast."""
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+    from tensorflow.python.util import _pywrap_utils
+
+    dtype = tf.as_dtype(dtype)
+    if dtype != tf.bfloat16 or tf.executing_eagerly() or getattr(_elsewhere, "on", False):
+        return False
+    options = tf.config.optimizer.get_experimental_options()
+    if options.get("disable_meta_optimizer") or options.get("remapping") is False or tf.config.optimizer.get_jit():
+        return False
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return False
+    if tf.config.list_logical_devices("GPU"):
+        return False
+    return onednn_enabled() and bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
+
+
+@contextlib.contextmanager
+def traced_to_run_elsewhere():
+    """Graphs traced inside (SavedModels for TF Serving) make no use of `fuses_activation_in_float32`: the machine
+    and TensorFlow build that run them may not fuse, so they cast to float32 themselves."""
+    before = getattr(_elsewhere, "on", False)
+    _elsewhere.on = True
+    try:
+        yield
+    finally:
+        _elsewhere.on = before

@@ -17,7 +17,7 @@ import tempfile
 import bert_tf  # noqa: F401
 import tensorflow as tf
 
-from bert_tf import fileio, tasks
+from bert_tf import fileio, onednn, tasks
 
 TASK_KINDS = tasks.export_kinds()
 KINDS = ("preprocessor", "encoder", "mlm", *TASK_KINDS)
@@ -31,7 +31,9 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
     an export that TF Serving release `serving_version`, or a server linking tensorflow-text `serving_tf_text`,
     could not load). The export is written at `<export_dir>.tmp-<pid>` and swapped in by
     `bert_tf.staging.replace_dir`: an existing export keeps loading until the new one is complete and in place, and
-    stays if anything fails. Staging directories of killed exports to the same `export_dir` are removed first."""
+    stays if anything fails. Staging directories of killed exports to the same `export_dir` are removed first.
+    A 16-bit model's activations are cast to float32 in the exported graph whatever this CPU fuses
+    (`onednn.traced_to_run_elsewhere`)."""
     from export import ops
 
     if kind not in KINDS:
@@ -39,8 +41,9 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
     ops.check_targets(serving_tf_text, serving_version)
     scratch = tempfile.mkdtemp(prefix="bert_tf_export_")  # the label file, until the save copies it as an asset
     try:
-        return _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length,
-                       bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version)
+        with onednn.traced_to_run_elsewhere():
+            return _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length,
+                           bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -98,12 +98,13 @@ def test_finetuning_rounds_of_our_loop_are_exactly_steps_updates(tmp_path):
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_the_ffn_gemm_bias_and_gelu_run_as_one_fused_op(policy, tmp_path):
-    """What `BertTransformerBlock._intermediate` is for. On every CPU, the traced graph keeps, in each layer, a 2-D
-    MatMul, its BiasAdd and the GELU's ops reading the BiasAdd next to each other (needed for the fusion; not enough
-    for it: Keras's own Dense makes the same chain and is not fused, which the trace below catches). Where
-    TensorFlow's oneDNN runs the policy's dtype (float32 on any x86 CPU; bfloat16 only with AVX-512 or AVX-NE-CONVERT,
-    as TensorFlow decides), the encoder as it runs (a profiler trace of one forward pass) has the GEMM, bias and
-    GELU as one oneDNN op and no Tanh on its own (with Keras's Dense they ran as separate ops)."""
+    """What `BertTransformerBlock._intermediate` is for. Where TensorFlow's oneDNN runs the policy's dtype (float32
+    on any x86 CPU; bfloat16 only with AVX-512 or AVX-NE-CONVERT, as TensorFlow decides), the traced graph keeps, in
+    each layer, a 2-D MatMul, its BiasAdd and the GELU's ops reading the BiasAdd next to each other (needed for the
+    fusion; not enough for it: Keras's own Dense makes the same chain and is not fused, which the trace below
+    catches), and the encoder as it runs (a profiler trace of one forward pass) has the GEMM, bias and GELU as one
+    oneDNN op and no Tanh on its own (with Keras's Dense they ran as separate ops). Elsewhere a bfloat16 GELU reads
+    a float32 cast of the BiasAdd."""
     import keras
     from tensorflow.python.util import _pywrap_utils
 
@@ -122,12 +123,21 @@ def test_the_ffn_gemm_bias_and_gelu_run_as_one_fused_op(policy, tmp_path):
     forward = tf.function(lambda: encoder({"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
                                            "input_type_ids": tf.zeros_like(ids)}, training=False))
     graph = forward.get_concrete_function().graph
-    gelu_inputs = [op for op in graph.get_operations() if op.type == "BiasAdd" and op.inputs[0].op.type == "MatMul"
-                   and op.inputs[0].shape.rank == 2 and op.inputs[0].shape[-1] == config.intermediate_size
-                   and any("/Gelu/" in c.name for c in op.outputs[0].consumers())]
-    assert len(gelu_inputs) == config.num_hidden_layers
+    bias_adds = [op for op in graph.get_operations() if op.type == "BiasAdd" and op.inputs[0].op.type == "MatMul"
+                 and op.inputs[0].shape.rank == 2 and op.inputs[0].shape[-1] == config.intermediate_size]
+    assert len(bias_adds) == config.num_hidden_layers
+
+    def reads_gelu(op):
+        return any("/Gelu/" in c.name for c in op.outputs[0].consumers())
+
     if policy == "mixed_bfloat16" and not _pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(tf.bfloat16):
-        return  # TensorFlow keeps bfloat16 GEMMs out of oneDNN on this CPU, so it fuses nothing in them
+        # TensorFlow keeps bfloat16 GEMMs out of oneDNN on this CPU, so it fuses nothing in them, and the GELU runs
+        # in float32 on a cast of the bias add (`bert_tf.layers.activations.get_activation`)
+        assert not any(reads_gelu(op) for op in bias_adds)
+        assert all(any(c.type == "Cast" and c.outputs[0].dtype == tf.float32 and reads_gelu(c)
+                       for c in op.outputs[0].consumers()) for op in bias_adds)
+        return
+    assert all(reads_gelu(op) for op in bias_adds)
     forward()
     tf.profiler.experimental.start(str(tmp_path))
     forward()

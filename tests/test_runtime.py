@@ -1,5 +1,6 @@
 """What importing `bert_tf` sets for the process: TensorFlow's oneDNN CPU kernels on (x86), unless the user said
-otherwise, and a warning when TensorFlow was imported first with them off."""
+otherwise, and a warning when TensorFlow was imported first with them off; and when a traced GEMM fuses the
+activation after it."""
 
 import os
 import subprocess
@@ -52,3 +53,38 @@ def test_other_architectures_and_user_settings_are_left_alone(monkeypatch):
         warnings.simplefilter("error")  # TensorFlow is already imported here: any warning would fail
         onednn.prefer_onednn()
     assert os.environ[onednn.VARIABLE] == "0"
+
+
+@pytest.mark.parametrize("cpu_runs_bfloat16", [True, False])
+def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_onednn_runs_its_dtype(
+        cpu_runs_bfloat16, monkeypatch):
+    """`fuses_activation_in_float32` lets the encoder leave its GELU to the oneDNN GEMM's float32 epilogue; anywhere
+    TensorFlow would run it op by op in bfloat16 (eagerly, under XLA, with the remapper off, on a CPU where oneDNN
+    leaves bfloat16 alone) or may (a graph traced for another machine) it must say no. TensorFlow's answer for this CPU is replaced by each of its two answers.
+    That the fusion then happens is `test_bench`'s profiler test."""
+    import tensorflow as tf
+    from tensorflow.python.util import _pywrap_utils
+
+    monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: cpu_runs_bfloat16)
+    seen = {}
+
+    def probe(where, dtype=tf.bfloat16):
+        seen[where] = onednn.fuses_activation_in_float32(dtype)
+        return tf.constant(0)
+
+    probe("eager")
+    tf.function(lambda: probe("graph"))()
+    tf.function(lambda: probe("graph float32", tf.float32))()
+    tf.function(lambda: probe("graph float16", tf.float16))()
+    tf.function(lambda: probe("xla"), jit_compile=True)()
+    with onednn.traced_to_run_elsewhere():
+        tf.function(lambda: probe("for elsewhere"))()
+    tf.function(lambda: probe("after"))()
+    tf.config.optimizer.set_experimental_options({"remapping": False})
+    try:
+        tf.function(lambda: probe("remapper off"))()
+    finally:
+        tf.config.optimizer.set_experimental_options({"remapping": True})
+    assert onednn.onednn_enabled()
+    assert seen == {"eager": False, "graph": cpu_runs_bfloat16, "graph float32": False, "graph float16": False,
+                    "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}

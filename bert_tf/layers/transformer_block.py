@@ -7,6 +7,7 @@ from keras import ops
 from bert_tf.layers.activations import get_activation, initializer
 from bert_tf.layers.attention import BertSelfAttention
 from bert_tf.layers.dropout import Dropout
+from bert_tf.onednn import fuses_activation_in_float32
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -42,6 +43,7 @@ class BertTransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
                                                                     name="attention_LayerNorm")
         self.activation_fn = get_activation(activation)
+        self._fusable_activation = get_activation(activation, in_float32=False)
         self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=initializer(initializer_range),
                                                dtype=policy, name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer(initializer_range),
@@ -67,16 +69,26 @@ class BertTransformerBlock(keras.layers.Layer):
         tokens = ops.reshape(hidden_states, (-1, self.hidden_size))
         attended = self.attention(hidden_states, attention_bias, training=training, flat=True)
         h = self.attention_layer_norm(tokens + self.dropout(attended, training=training))
-        ffn = self.output_dense(self.activation_fn(self._intermediate(h)))
+        ffn = self.output_dense(self._activation(self._intermediate(h), training))
         out = self.output_layer_norm(h + self.dropout(ffn, training=training))
         return ops.reshape(out, (batch, seq, self.hidden_size))
 
     def _intermediate(self, h):
         """`self.intermediate(h)` for a [tokens, H] `h`, with its bias added by `tf.nn.bias_add`: TensorFlow's graph
-        optimizer then fuses the MatMul, the bias and the GELU after it into one oneDNN GEMM, which it does not do
-        with the bias add of Keras's Dense (BENCHMARKS.md, "Fusing the FFN"). Same variables, same arithmetic."""
+        optimizer then fuses the MatMul, the bias and the GELU after it (`_activation`) into one oneDNN GEMM, which
+        it does not do with the bias add of Keras's Dense (BENCHMARKS.md, "Fusing the FFN"). Same variables, same
+        arithmetic."""
         layer = self.intermediate
         return tf.nn.bias_add(tf.matmul(h, ops.cast(layer.kernel, h.dtype)), ops.cast(layer.bias, h.dtype))
+
+    def _activation(self, x, training):
+        """The FFN activation of `x`, in float32 (`get_activation`). In inference, where TensorFlow fuses it into
+        the oneDNN GEMM before it, which computes it in float32 anyway (`fuses_activation_in_float32`), it is left
+        as Keras's own, because casts around it would stop the fusion. Training keeps its input for the gradient,
+        which stops the fusion too."""
+        if not training and fuses_activation_in_float32(x.dtype):
+            return self._fusable_activation(x)
+        return self.activation_fn(x)
 
     def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
         return hidden_states_shape

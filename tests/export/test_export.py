@@ -253,6 +253,44 @@ def test_encoder_export_fine_tunes_in_keras_and_through_the_tf_hub_api(tiny_conf
     np.testing.assert_array_equal(hub(x)["sequence_output"], hub.serve(x)["sequence_output"])
 
 
+def _bfloat16_gelu_ops(graph_def):
+    """The names of GELU ops computing in bfloat16 anywhere in `graph_def` and its function library."""
+    import tensorflow as tf
+
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return [n.name for n in nodes if "Gelu" in n.name and "T" in n.attr and n.attr["T"].type == tf.bfloat16]
+
+
+def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(tiny_config, tmp_path,
+                                                                                monkeypatch):
+    """A process whose CPU fuses the GELU into oneDNN's bfloat16 GEMM traces Keras's bfloat16 GELU for that fusion
+    (`bert_tf.onednn.fuses_activation_in_float32`); the export runs on other machines and TF Serving builds, so it
+    always casts to float32. The CPU's answer is forced to yes here, so the test means the same on every CPU."""
+    import keras
+    import tensorflow as tf
+    from tensorflow.python.util import _pywrap_utils
+
+    from bert_tf import BertEncoder
+    from export.exporting import export
+    from tests.conftest import make_batch
+
+    monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: True)
+    tiny_config.to_json_file(str(tmp_path / "bert_config.json"))
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        encoder = BertEncoder(tiny_config)
+        x = {k: tf.constant(v) for k, v in make_batch(tiny_config).items()}
+        in_process = tf.function(lambda: encoder(x, training=False)).get_concrete_function().graph.as_graph_def()
+        assert _bfloat16_gelu_ops(in_process)  # traced for the fusion here
+        export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    loaded = tf.saved_model.load(str(tmp_path / "enc"))
+    graph_def = loaded.signatures["serving_default"].graph.as_graph_def()
+    assert any("Gelu" in n.name for f in graph_def.library.function for n in f.node_def)
+    assert not _bfloat16_gelu_ops(graph_def)
+
+
 def test_export_errors_are_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "export.export_saved_model", "--kind=classifier",
                           f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"], capture_output=True,

@@ -48,3 +48,23 @@ def test_classification_head_and_fold_choices_round_trip():
     np.testing.assert_array_equal(fold(flat[:, :1], like=x).numpy(), x[:, :, 0])
     head = MaskedLMHead(vocab_size=30, hidden_size=8, activation="gelu", layer_norm_eps=1e-6)
     assert MaskedLMHead.from_config(head.get_config()).get_config() == head.get_config()
+
+
+def test_masked_lm_head_transform_activation_is_computed_in_float32_under_mixed_bfloat16():
+    """The MLM transform's GELU, like the encoder's, is the float32 one rounded once on a bfloat16 input, eagerly,
+    in a graph and under XLA (Keras's own runs it op by op in bfloat16: `test_transformer_block`)."""
+    import keras
+    import tensorflow as tf
+
+    from tests.layers.test_transformer_block import _bfloat16_grid, _within_an_ulp
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        head = MaskedLMHead(vocab_size=10, hidden_size=64)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    x = _bfloat16_grid()
+    h = tf.constant(x, tf.bfloat16)
+    for run in (head.activation_fn, tf.function(head.activation_fn), tf.function(head.activation_fn, jit_compile=True)):
+        out = run(h)
+        assert out.dtype == tf.bfloat16 and _within_an_ulp(tf.cast(out, tf.float64).numpy(), x, "gelu_tanh").all()

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from bert_tf.layers import BertTransformerBlock, padding_bias
 from bert_tf.layers.activations import get_activation
@@ -44,3 +45,54 @@ def test_config_round_trip():
                                  dropout_rate=0.2, attention_dropout_rate=0.3, layer_norm_eps=1e-6)
     clone = BertTransformerBlock.from_config(block.get_config())
     assert clone.get_config() == block.get_config() and clone.activation == "gelu"
+
+
+def _bfloat16_grid():
+    """Every bfloat16 value with magnitude in [2^-6, 8), both signs, as a [36, 64] float32 array."""
+    magnitudes = np.array([2.0 ** e * (1 + m / 128) for e in range(-6, 3) for m in range(128)], "float32")
+    return np.concatenate([-magnitudes, magnitudes]).reshape(-1, 64)
+
+
+def _within_an_ulp(out, x, name):
+    """Where `out` (bfloat16 outputs as float64) is within one bfloat16 step of the float64 activation of `x`, plus
+    1e-6 for the float32 GELU's own cancellation in its far negative tail."""
+    from math import erf
+
+    x = x.astype("float64")
+    exact = {"gelu": x * (1 + np.vectorize(erf)(x / np.sqrt(2))) / 2, "gelu_tanh": gelu_tanh(x)}[name]
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(exact), 2.0 ** -126))) - 7)
+    return np.abs(out - exact) <= ulp + 1e-6
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh"])
+def test_the_ffn_activation_is_computed_in_float32_under_mixed_bfloat16(name):
+    """Keras runs a GELU on bfloat16 op by op, rounding after each op (its negative tail zeroed or doubled). The
+    block's activation is the float32 one rounded once, or better, wherever it runs: eagerly, in a graph (fused into
+    the oneDNN GEMM where TensorFlow does that), under XLA, in training and in inference. Its GEMM is the identity
+    here, so the activation's input is exactly the bfloat16 grid."""
+    import keras
+    import tensorflow as tf
+
+    x = _bfloat16_grid()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        block = BertTransformerBlock(hidden_size=64, num_heads=1, intermediate_size=64, activation=name)
+        block.build((None, None, 64))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    block.intermediate.kernel.assign(np.eye(64, dtype="float32"))
+    block.intermediate.bias.assign(np.zeros(64, "float32"))
+    h = tf.constant(x, tf.bfloat16)
+
+    def ffn_activation(training):
+        return lambda h: block._activation(block._intermediate(h), training)
+
+    runs = {"eager": ffn_activation(False)(h), "eager training": ffn_activation(True)(h),
+            "graph": tf.function(ffn_activation(False))(h), "graph training": tf.function(ffn_activation(True))(h),
+            "xla": tf.function(ffn_activation(False), jit_compile=True)(h)}
+    for where, out in runs.items():
+        assert out.dtype == tf.bfloat16, where
+        ok = _within_an_ulp(tf.cast(out, tf.float64).numpy(), x, name)
+        assert ok.all(), (where, x[~ok][:5])
+    keras_own = tf.cast(get_activation(name, in_float32=False)(h), tf.float64).numpy()
+    assert (~_within_an_ulp(keras_own, x, name)).mean() > 0.05  # what the float32 computation is for
