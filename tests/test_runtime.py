@@ -60,8 +60,8 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
         cpu_runs_bfloat16, monkeypatch):
     """`fuses_activation_in_float32` lets the encoder leave its GELU to the oneDNN GEMM's float32 epilogue; anywhere
     TensorFlow would run it op by op in bfloat16 (eagerly, under XLA, with the remapper off, on a CPU where oneDNN
-    leaves bfloat16 alone) or may (a graph traced for another machine) it must say no. TensorFlow's answer for this CPU is replaced by each of its two answers.
-    That the fusion then happens is `test_bench`'s profiler test."""
+    leaves bfloat16 alone) or may (a graph traced for another machine) it must say no. TensorFlow's answer for this
+    CPU is replaced by each of its two answers. That the fusion then happens is `test_bench`'s profiler test."""
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_utils
 

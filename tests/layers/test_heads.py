@@ -68,3 +68,6 @@ def test_masked_lm_head_transform_activation_is_computed_in_float32_under_mixed_
     for run in (head.activation_fn, tf.function(head.activation_fn), tf.function(head.activation_fn, jit_compile=True)):
         out = run(h)
         assert out.dtype == tf.bfloat16 and _within_an_ulp(tf.cast(out, tf.float64).numpy(), x, "gelu_tanh").all()
+    half = tf.constant(x, tf.float16)  # mixed_float16 too: the float32 GELU rounded once to float16
+    expected = tf.cast(keras.activations.gelu(tf.cast(half, tf.float32), approximate=True), tf.float16)
+    np.testing.assert_array_equal(head.activation_fn(half).numpy(), expected.numpy())
