@@ -341,8 +341,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         safe = lambda t: tf.gather(tf.concat([t, [0]], 0), index)  # noqa: E731  (raw may be empty)
         start = tf.where(aligned, token_start + safe(r_starts.flat_values), token_start)
         end = tf.where(aligned, token_start + safe(r_ends.flat_values), token_end)
-        nested = tokens.with_flat_values(words)  # [batch, (tokens), (words)]
-        merged = nested.merge_dims(1, 2)
+        merged = merge_words(tokens.with_flat_values(words))  # [batch, (tokens), (words)] -> [batch, (words)]
         return merged, merged.with_flat_values(start), merged.with_flat_values(end)
 
     def tokenize_words_with_offsets(self, text):
@@ -384,7 +383,7 @@ class BertTokenizerLayer(keras.layers.Layer):
     def tokenize_with_offsets(self, text):
         """strings [batch] -> (ids, starts, ends), each ragged [batch, (pieces)], offsets in input bytes."""
         ids, _, _, starts, ends = self.tokenize_words_with_offsets(text)
-        return ids.merge_dims(1, 2), starts.merge_dims(1, 2), ends.merge_dims(1, 2)
+        return merge_words(ids), merge_words(starts), merge_words(ends)
 
     def call(self, text):
         """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""
@@ -405,12 +404,19 @@ class BertTokenizerLayer(keras.layers.Layer):
     def _wordpiece_words(self, words):
         """Words ragged [batch, (words)] -> ids ragged [batch, (pieces)]."""
         flat, _ = _cap_long_words(words.flat_values)
-        return words.with_flat_values(self._wordpiece.tokenize(flat)).merge_dims(1, 2)
+        return merge_words(words.with_flat_values(self._wordpiece.tokenize(flat)))
 
     def get_config(self):
         config = super().get_config()
         config.update(vocab=self.vocab, do_lower_case=self.do_lower_case)
         return config
+
+
+def merge_words(pieces):
+    """[batch, (words), (pieces)] -> [batch, (pieces)]: `merge_dims(1, 2)` without its run-time validation of row
+    splits that the tokenizer has just made (an assertion, hence a conditional, in the graph per call)."""
+    splits = tf.gather(pieces.values.row_splits, pieces.row_splits)
+    return tf.RaggedTensor.from_row_splits(pieces.flat_values, splits, validate=False)
 
 
 def _cap_long_words(words):
@@ -423,7 +429,9 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
     """In-graph packing of 1 or 2 ragged id segments [batch, (ids)] into the three model inputs [batch, seq_length].
 
     Truncation is the original's longest-first (one token at a time from the longer segment), computed in closed
-    form (see the comment in the code), tested against the loop.
+    form (see the comment in the code), tested against the loop. The packing is dense arithmetic on positions
+    (each output position reads its segment's token, a [CLS]/[SEP] or padding): concatenating ragged tensors would
+    put a dozen run-time assertions, each a conditional, into every serving graph.
     """
     budget = tf.cast(seq_length, tf.int64) - 1 - len(segments)  # seq_length may be a tensor (exported packers)
     if len(segments) == 1:
@@ -436,21 +444,22 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
         keep_a = tf.where(la + lb <= n, la, tf.where(la >= lb, n - tf.minimum(lb, n // 2), tf.minimum(la, n - n // 2)))
         keep_b = tf.minimum(lb, n - keep_a)
         keep = [keep_a, keep_b]
-    parts, types = [], []
-    batch = segments[0].nrows()
-    cls = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(cls_id, tf.int64)), tf.ones([batch], tf.int64))
-    sep = tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(sep_id, tf.int64)), tf.ones([batch], tf.int64))
-    parts.append(cls)
-    types.append(tf.zeros_like(cls))
-    for index, (segment, n) in enumerate(zip(segments, keep)):
-        kept = tf.ragged.boolean_mask(segment, tf.ragged.range(segment.row_lengths()) < n[:, None])
-        parts += [tf.cast(kept, tf.int64), sep]
-        types += [tf.zeros_like(kept, tf.int64) + index, tf.zeros_like(sep) + index]
-    ids = tf.concat(parts, axis=1)
-    type_ids = tf.concat(types, axis=1)
-    shape = [None, seq_length] if isinstance(seq_length, int) else \
-        tf.stack([ids.nrows(), tf.cast(seq_length, tf.int64)])
-    word_ids = ids.to_tensor(default_value=pad_id, shape=shape)
-    return {"input_word_ids": tf.cast(word_ids, tf.int32),
-            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(shape=shape), tf.int32),
-            "input_type_ids": tf.cast(type_ids.to_tensor(shape=shape), tf.int32)}
+    keep = [tf.maximum(kept, 0) for kept in keep]
+    position = tf.zeros_like(keep[0])[:, None] + tf.range(tf.cast(seq_length, tf.int64))  # [batch, seq_length]
+    word_ids = tf.where(position == 0, tf.cast(cls_id, tf.int64), tf.cast(pad_id, tf.int64))
+    type_ids = tf.zeros_like(word_ids)
+    start = tf.ones_like(keep[0])  # where the current segment begins in each row: after [CLS], then after a [SEP]
+    for index, (segment, kept) in enumerate(zip(segments, keep)):
+        offset = position - start[:, None]  # [batch, seq_length]: the index into this segment's row
+        inside = (offset >= 0) & (offset < kept[:, None])
+        values = tf.concat([tf.cast(segment.values, tf.int64), tf.zeros([1], tf.int64)], axis=0)  # never empty
+        last = tf.shape(values, out_type=tf.int64)[0] - 1
+        flat = tf.where(inside, tf.cast(segment.row_starts(), tf.int64)[:, None] + offset, last)
+        word_ids = tf.where(inside, tf.gather(values, flat), word_ids)
+        word_ids = tf.where(offset == kept[:, None], tf.cast(sep_id, tf.int64), word_ids)
+        if index:
+            type_ids = tf.where((offset >= 0) & (offset <= kept[:, None]), tf.ones_like(type_ids), type_ids)
+        start = start + kept + 1
+    mask = position < start[:, None]
+    return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32)}

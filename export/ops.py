@@ -65,6 +65,7 @@ MIN_TF_TEXT = {
 # that has the op. Before TF 2.5 that list lags TensorFlow, so an early entry can be later than the op's true
 # first release, never earlier; no TF Serving release older than 2.7.3 links the tensorflow-text our graphs need,
 # so none of those entries changes an answer. DisableCopyOnRead: absent from TF 2.9.1's OpList, present in 2.10.1's.
+# PartitionedCall (a call of a function without stateful ops) is taken from the r2.4 API reference instead.
 MIN_TF = {
     **dict.fromkeys((
         "AddV2", "All", "ArgMax", "Assert", "AssignVariableOp", "BiasAdd", "BroadcastTo", "Cast", "ConcatV2",
@@ -80,6 +81,7 @@ MIN_TF = {
         "VarIsInitializedOp", "Where", "ZerosLike"), "2.0"),
     **dict.fromkeys(("BatchMatMulV2", "RaggedTensorToTensor", "SelectV2", "StringLower"), "2.1"),
     "DenseBincount": "2.3",
+    "PartitionedCall": "2.4",
     "DisableCopyOnRead": "2.10",
 }
 

@@ -309,6 +309,10 @@ def test_packing_python_and_graph_agree():
             if pair:
                 segments.append(tf.ragged.constant(rows_b, tf.int64, ragged_rank=1, inner_shape=()))
             graph = pack_inputs_graph(segments, seq_length, cls_id=2, sep_id=3)
+            assert graph["input_word_ids"].shape == (20, seq_length)
+            as_tensor = pack_inputs_graph(segments, tf.constant(seq_length), cls_id=2, sep_id=3)  # exported packers
+            for key, values in graph.items():
+                np.testing.assert_array_equal(as_tensor[key], values)
             for i in range(20):
                 py = pack_inputs(rows_a[i], rows_b[i] if pair else None, seq_length, cls_id=2, sep_id=3)
                 for key, values in py.items():

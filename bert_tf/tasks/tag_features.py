@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.tasks import windows
-from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.tokenization import merge_words, pack_inputs_graph
 
 
 def tag_windows(pieces, seq_length: int, doc_stride: int, cls_id: int, sep_id: int, word_tags=None,
@@ -39,7 +39,7 @@ def tag_windows(pieces, seq_length: int, doc_stride: int, cls_id: int, sep_id: i
     read each word's tag; with `word_tags`, `labels` int32 and `weights` float32 [windows, seq_length].
     """
     pieces = tf.cast(pieces, tf.int64)
-    flat = pieces.merge_dims(1, 2)  # [batch, (pieces)]
+    flat = merge_words(pieces)  # [batch, (pieces)]
     width = seq_length - 2
     example, start, length = windows.plan(flat.row_lengths(), width, doc_stride)
     out = pack_inputs_graph([windows.gather_windows(flat, example, start, length)], seq_length, cls_id, sep_id)
