@@ -43,14 +43,23 @@ def trim(inputs: dict) -> dict:
     return {key: value[..., :width] for key, value in inputs.items()}
 
 
+# The options every export is saved with. TF keys a tf.function's traces on the save options' variable policy while
+# `tf.saved_model.save` runs, so a trace made outside a save is made again inside it.
+SAVE_OPTIONS = tf.saved_model.SaveOptions()
+
+
 def track_captured_variables(module: tf.Module, functions) -> None:
-    """Tracks on `module` every variable that the (input-signature) tf.functions capture."""
+    """Tracks on `module` every variable that the (input-signature) tf.functions capture. They are traced as
+    `tf.saved_model.save(..., options=SAVE_OPTIONS)` will trace them, so the save reuses these traces."""
+    from tensorflow.python.saved_model import save_context
+
     seen, variables = set(), []
-    for function in functions:
-        for variable in function.get_concrete_function().variables:
-            if id(variable) not in seen:
-                seen.add(id(variable))
-                variables.append(variable)
+    with save_context.save_context(SAVE_OPTIONS):
+        for function in functions:
+            for variable in function.get_concrete_function().variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    variables.append(variable)
     module.captured_variables = variables
 
 
@@ -77,28 +86,28 @@ class Preprocessor(tf.Module):
                                    name="mask_id")
         self._cls, self._sep = vocab.index("[CLS]"), vocab.index("[SEP]")
 
-    @tf.function(input_signature=[STRINGS])
+    @tf.function(autograph=False, input_signature=[STRINGS])
     def tokenize(self, text):
         """strings [batch] -> ragged int64 word-piece ids [batch, (pieces)]."""
         return self.tokenizer(text)
 
-    @tf.function(input_signature=[STRINGS])
+    @tf.function(autograph=False, input_signature=[STRINGS])
     def tokenize_with_offsets(self, text):
         """strings [batch] -> (ids, start byte offsets, end byte offsets), ragged [batch, (pieces)]."""
         return self.tokenizer.tokenize_with_offsets(text)
 
-    @tf.function
+    @tf.function(autograph=False)
     def bert_pack_inputs(self, segments, seq_length=None):
         """1 or 2 ragged id segments -> dict of int32 [batch, seq_length]: `[CLS] A [SEP] (B [SEP])`.
         Exported for one and two segments with `seq_length` an int32 scalar tensor (as TF-Hub preprocessors)."""
         return pack_inputs_graph(list(segments), self.seq_length if seq_length is None else seq_length,
                                  self._cls, self._sep)
 
-    @tf.function(input_signature=[STRINGS])
+    @tf.function(autograph=False, input_signature=[STRINGS])
     def serve_single(self, text):
         return pack_inputs_graph([self.tokenizer(text)], self.seq_length, self._cls, self._sep)
 
-    @tf.function(input_signature=[STRINGS, STRINGS])
+    @tf.function(autograph=False, input_signature=[STRINGS, STRINGS])
     def serve_pairs(self, text_a, text_b):
         return pack_inputs_graph([self.tokenizer(text_a), self.tokenizer(text_b)], self.seq_length, self._cls,
                                  self._sep)

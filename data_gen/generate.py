@@ -47,7 +47,8 @@ def _tokenizer_state(vocab_file: str, do_lower_case: bool):
         from bert_tf.tokenization import BertTokenizerLayer
 
         layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
-        tokenize = tf.function(lambda lines: layer(lines), input_signature=[tf.TensorSpec([None], tf.string)])
+        tokenize = tf.function(lambda lines: layer(lines), autograph=False,
+                               input_signature=[tf.TensorSpec([None], tf.string)])
         _TOKENIZER.update(key=key, tokenize=tokenize, vocab=MaskingVocab.from_tokens(layer.vocab),
                           cls=layer.vocab.index("[CLS]"), sep=layer.vocab.index("[SEP]"))
     return _TOKENIZER

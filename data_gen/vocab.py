@@ -31,7 +31,7 @@ def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 102
         lines = tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2)
     else:
         lines = _batches((line for document in corpus_documents(corpus, parts) for line in document), batch_size)
-    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values,
+    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values, autograph=False,
                         input_signature=[tf.TensorSpec([None], tf.string)])
     counts = collections.Counter()
     for batch in lines:

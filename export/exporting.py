@@ -65,7 +65,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     else:
         module = _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length,
                                     top_k)
-    from bert_tf.serving import track_captured_variables
+    from bert_tf.serving import SAVE_OPTIONS, track_captured_variables
 
     functions = list(module.signatures().values())
     if hasattr(module, "mlm"):
@@ -75,7 +75,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     tmp = staging.staging_name(export_dir)
     fileio.rmtree(tmp)
     try:
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        tf.saved_model.save(module, tmp, signatures=module.signatures(), options=SAVE_OPTIONS)
         report = ops.check(tmp, serving_tf_text, serving_version)
         fileio.makedirs(os.path.join(tmp, "assets.extra"))
         staging.write_text(os.path.join(tmp, "assets.extra", "ops.json"), json.dumps(report, indent=2))

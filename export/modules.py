@@ -41,9 +41,11 @@ class EncoderModule(tf.Module):
     def __init__(self, encoder, name="encoder"):
         super().__init__(name=name)
         hold(self, "encoder", encoder)
-        self.serve = tf.function(lambda inputs: self._flat(inputs, False), input_signature=[ENCODER_INPUTS])
-        self.serve_training = tf.function(lambda inputs: self._flat(inputs, True), input_signature=[ENCODER_INPUTS])
-        self.__call__ = tf.function(self._call)
+        self.serve = tf.function(lambda inputs: self._flat(inputs, False), autograph=False,
+                                 input_signature=[ENCODER_INPUTS])
+        self.serve_training = tf.function(lambda inputs: self._flat(inputs, True), autograph=False,
+                                          input_signature=[ENCODER_INPUTS])
+        self.__call__ = tf.function(self._call, autograph=False)
         traced = [self.__call__.get_concrete_function(ENCODER_INPUTS, training=training) for training in (False, True)]
         traced += [self.serve.get_concrete_function(), self.serve_training.get_concrete_function()]
         self.variables = list({id(v): v for f in traced for v in f.variables}.values())
@@ -75,7 +77,7 @@ class MaskedLMModule(tf.Module):
         self.preprocessor, self.top_k = preprocessor, top_k
         self.vocab = tf.constant(preprocessor.tokenizer.vocab)
         self._mask = preprocessor.tokenizer.vocab.index("[MASK]")
-        self.serve = tf.function(self._serve, input_signature=[string_spec("text")])
+        self.serve = tf.function(self._serve, autograph=False, input_signature=[string_spec("text")])
 
     def _serve(self, text):
         pre = self.preprocessor
@@ -111,7 +113,7 @@ class MaskedLMSubModule(tf.Module):
         hold(self, "model", pretrainer)
         spec = {**ENCODER_INPUTS, "masked_lm_positions": tf.TensorSpec([None, None], tf.int32,
                                                                        name="masked_lm_positions")}
-        self.__call__ = tf.function(self._call, input_signature=[spec])
+        self.__call__ = tf.function(self._call, autograph=False, input_signature=[spec])
 
     def _call(self, inputs):
         return {"mlm_logits": self.model(inputs)["mlm_logits"]}

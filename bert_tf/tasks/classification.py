@@ -188,10 +188,12 @@ class ClassifierModule(tf.Module):
         self.pairs, self.regression = pairs, regression
         self.label_names = tf.constant(list(labels) or [""])
         if pairs:
-            self.serve = tf.function(self._pair, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                                                  tf.TensorSpec([None], tf.string, name="text_b")])
+            self.serve = tf.function(self._pair, autograph=False,
+                                     input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                      tf.TensorSpec([None], tf.string, name="text_b")])
         else:
-            self.serve = tf.function(self._single, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+            self.serve = tf.function(self._single, autograph=False,
+                                     input_signature=[tf.TensorSpec([None], tf.string, name="text")])
 
     def _outputs(self, inputs):
         logits = self.model(trim(inputs))["logits"]

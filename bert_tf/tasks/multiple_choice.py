@@ -47,7 +47,8 @@ class MultipleChoiceModule(tf.Module):
         super().__init__(name=name)
         hold(self, "model", model)
         self.preprocessor = preprocessor
-        self.serve = tf.function(self._serve, input_signature=[string_spec("context"), string_spec("endings", 2)])
+        self.serve = tf.function(self._serve, autograph=False,
+                                 input_signature=[string_spec("context"), string_spec("endings", 2)])
 
     def _serve(self, context, endings):
         pre = self.preprocessor

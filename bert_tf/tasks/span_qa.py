@@ -198,7 +198,8 @@ class SpanQAModule(tf.Module):
         self.max_answer_length, self.n_best_size = max_answer_length, n_best_size
         self.version_2 = version_2
         self.null_threshold = tf.Variable(float(null_threshold or 0.0), trainable=False, name="null_threshold")
-        self.serve = tf.function(self._serve, input_signature=[string_spec("question"), string_spec("context")])
+        self.serve = tf.function(self._serve, autograph=False,
+                                 input_signature=[string_spec("question"), string_spec("context")])
 
     def _serve(self, question, context):
         pre = self.preprocessor

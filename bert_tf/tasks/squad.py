@@ -151,7 +151,7 @@ def _window_function(vocab_file, mtime, size, do_lower_case, max_seq_length, doc
     strings = tf.TensorSpec([None], tf.string)
     ints = tf.TensorSpec([None], tf.int64)
 
-    @tf.function(input_signature=[strings, strings, ints, ints, strings])
+    @tf.function(autograph=False, input_signature=[strings, strings, ints, ints, strings])
     def run(question, context, start, end, text):
         out = span_features(layer, cls, sep, question, context, seq_length=max_seq_length,
                             max_query_length=max_query_length, doc_stride=doc_stride, answer_start=start,

@@ -122,8 +122,8 @@ class SentenceEncoder:
         self.chunk = chunk
         stride = doc_stride or default_stride(seq_length)
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64),
-                                      tf.TensorSpec([None], tf.int64)])
+        @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string),
+                                                       tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int64)])
         def encode(words, lengths, tag_ids):
             pieces = tf.RaggedTensor.from_row_lengths(word_pieces(layer, words, unk), lengths)
             return tag_windows(pieces, seq_length, stride, cls, sep,

@@ -166,7 +166,7 @@ class TaggerModule(tf.Module):
         self.preprocessor = preprocessor
         self.tag_names = tf.constant(list(tags))
         self.doc_stride = doc_stride or tag_features.default_stride(preprocessor.seq_length)
-        self.serve = tf.function(self._serve, input_signature=[string_spec("text")])
+        self.serve = tf.function(self._serve, autograph=False, input_signature=[string_spec("text")])
 
     def _serve(self, text):
         pre = self.preprocessor

@@ -96,6 +96,26 @@ def _load_elsewhere(export_dir, tmp_path, signature, inputs):
     return json.loads(out.stdout.strip().splitlines()[-1]), copy
 
 
+def test_an_export_traces_its_serving_function_once_and_serves_without_run_time_assertions(finetuned, tmp_path,
+                                                                                           monkeypatch):
+    """TF keys a tf.function's traces on the save options while `tf.saved_model.save` runs, so a function traced
+    before the save (to find the variables it captures) would be traced again inside it; and concatenating ragged
+    tensors puts run-time assertions, each a conditional, into the graph. The first costs every export, the second
+    every request."""
+    from export import exporting
+
+    modules = []
+    task_module = exporting._task_module
+    monkeypatch.setattr(exporting, "_task_module", lambda *args: modules.append(task_module(*args)) or modules[0])
+    exporting.export("classifier", str(tmp_path / "1"), model_dir=str(finetuned / "model"))
+    assert modules[0].serve.experimental_get_tracing_count() == 1
+    assert modules[0].preprocessor.serve_pairs.experimental_get_tracing_count() == 1
+    graph = modules[0].serve.get_concrete_function().graph.as_graph_def()
+    ops = [node.op for node in graph.node] + [node.op for f in graph.library.function for node in f.node_def]
+    assert "FastWordpieceTokenizeWithOffsets" in ops and "MatMul" in ops
+    assert ops.count("Assert") == 1 and "If" not in ops  # the one: the embeddings' check of the sequence length
+
+
 def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path):
     from bert_tf.finetuning import load_finetuned
     from bert_tf.tasks.classification import encode
