@@ -48,13 +48,18 @@ def trim(inputs: dict) -> dict:
 SAVE_OPTIONS = tf.saved_model.SaveOptions()
 
 
-def track_captured_variables(module: tf.Module, functions) -> None:
-    """Tracks on `module` every variable that the (input-signature) tf.functions capture. They are traced as
-    `tf.saved_model.save(..., options=SAVE_OPTIONS)` will trace them, so the save reuses these traces."""
+def traced_for_saving():
+    """A context in which tf.functions trace as `tf.saved_model.save(..., options=SAVE_OPTIONS)` will trace them,
+    so that the save reuses those traces."""
     from tensorflow.python.saved_model import save_context
 
+    return save_context.save_context(SAVE_OPTIONS)
+
+
+def track_captured_variables(module: tf.Module, functions) -> None:
+    """Tracks on `module` every variable that the (input-signature) tf.functions capture, traced for saving."""
     seen, variables = set(), []
-    with save_context.save_context(SAVE_OPTIONS):
+    with traced_for_saving():
         for function in functions:
             for variable in function.get_concrete_function().variables:
                 if id(variable) not in seen:

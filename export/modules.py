@@ -14,7 +14,7 @@ import bert_tf  # noqa: F401
 
 import tensorflow as tf
 
-from bert_tf.serving import hold, string_spec
+from bert_tf.serving import hold, string_spec, traced_for_saving
 from bert_tf.tokenization import pack_inputs_graph
 
 
@@ -35,7 +35,8 @@ class EncoderModule(tf.Module):
       the graph; AdamW's decay is the optimizer's).
     """
 
-    # tf.Module computes these from its attributes; a reusable SavedModel stores them as lists (set in __init__).
+    # tf.Module computes these from its attributes; a reusable SavedModel stores them as lists (set in __init__,
+    # from the traces made for the save).
     variables = trainable_variables = None
 
     def __init__(self, encoder, name="encoder"):
@@ -46,8 +47,10 @@ class EncoderModule(tf.Module):
         self.serve_training = tf.function(lambda inputs: self._flat(inputs, True), autograph=False,
                                           input_signature=[ENCODER_INPUTS])
         self.__call__ = tf.function(self._call, autograph=False)
-        traced = [self.__call__.get_concrete_function(ENCODER_INPUTS, training=training) for training in (False, True)]
-        traced += [self.serve.get_concrete_function(), self.serve_training.get_concrete_function()]
+        with traced_for_saving():
+            traced = [self.__call__.get_concrete_function(ENCODER_INPUTS, training=training)
+                      for training in (False, True)]
+            traced += [self.serve.get_concrete_function(), self.serve_training.get_concrete_function()]
         self.variables = list({id(v): v for f in traced for v in f.variables}.values())
         self.trainable_variables = list({id(v): v for f in traced for v in f.trainable_variables}.values())
         self.regularization_losses = []

@@ -180,18 +180,26 @@ def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):
     assert list(dict.fromkeys(spans)) == ["Naïve", "café"] and len(spans) == len(ids[0])
 
 
-def test_encoder_export_matches_keras_and_serves_predict_requests(minilm_dir, tmp_path):
+def test_encoder_export_matches_keras_and_serves_predict_requests(minilm_dir, tmp_path, monkeypatch):
     """The TF-Hub-style encoder from real weights; a tensorflow-serving-api PredictRequest, decoded the way the
-    model server decodes it, runs against the signature with the same input names and dtypes."""
+    model server decodes it, runs against the signature with the same input names and dtypes. Each function of the
+    module was traced once, for the save (`__call__` once with dropout and once without)."""
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 
     from bert_tf import checkpoints
-    from export.exporting import export
+    from export import exporting
     from tests.conftest import make_batch
 
-    export("encoder", str(tmp_path / "enc"), bert_config_file=os.path.join(minilm_dir, "config.json"),
-           init_checkpoint=minilm_dir)
+    modules = []
+    pretrained_module = exporting._pretrained_module
+    monkeypatch.setattr(exporting, "_pretrained_module",
+                        lambda *args: modules.append(pretrained_module(*args)) or modules[0])
+    exporting.export("encoder", str(tmp_path / "enc"), bert_config_file=os.path.join(minilm_dir, "config.json"),
+                     init_checkpoint=minilm_dir)
+    module = modules[0]
+    assert [f.experimental_get_tracing_count() for f in (module.serve, module.serve_training, module.__call__)] \
+        == [1, 1, 2]
     encoder = checkpoints.load_hf(minilm_dir)
     batch = make_batch(encoder.bert_config, batch=3, seq=12)
     request = predict_pb2.PredictRequest()
