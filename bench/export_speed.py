@@ -1,0 +1,113 @@
+"""Export, load and serve: this checkout against another commit of bert-tf, each step in fresh processes.
+
+  python -m bench.export_speed --baseline <git revision> [--preset tiny] [--repeats 3]
+
+One sentence-pair classifier of `--preset` size (random weights, the real uncased vocabulary, saved as
+`run_classifier` saves it) is exported with `export_saved_model --kind=classifier` by this checkout and by
+`--baseline` (a temporary `git worktree`), in alternating fresh processes. Each export is then loaded in a fresh
+process that imports only tensorflow and tensorflow_text, as a server does, and its `serving_default` timed on
+short raw-text pairs at batch 1 and 8. Reported: CPU seconds of the export and of the load, the median request
+time, the size of `saved_model.pb`, and each as a ratio baseline / this checkout (above 1: this checkout is
+faster or smaller).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from bench.common import median, report, uncased_vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+EXPORT = r'''
+import json, sys, time
+import bert_tf  # noqa: F401
+from export.exporting import export
+start = time.process_time()
+export("classifier", sys.argv[2], model_dir=sys.argv[1])
+print(json.dumps({"export_cpu_s": time.process_time() - start}))
+'''
+
+SERVE = r'''
+import json, os, sys, time
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+start = time.process_time()
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+figures = {"load_cpu_s": time.process_time() - start,
+           "saved_model_kb": os.path.getsize(os.path.join(sys.argv[1], "saved_model.pb")) / 1024}
+for batch in (1, 8):
+    a = tf.constant(["Return a new dictionary initialized from an optional argument."] * batch)
+    b = tf.constant(["The socket must be bound to an address."] * batch)
+    serve(text_a=a, text_b=b)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(20):
+            serve(text_a=a, text_b=b)["probabilities"].numpy()
+        times.append((time.perf_counter() - start) / 20)
+    figures[f"batch_{batch}_ms"] = 1e3 * sorted(times)[2]
+print(json.dumps(figures))
+'''
+
+
+def _run(code, checkout, *args):
+    env = dict(os.environ, PYTHONPATH=checkout, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          cwd=checkout)
+    if done.returncode:
+        raise SystemExit(f"{checkout}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _model(preset, directory):
+    from bert_tf import BertConfig
+    from bert_tf.finetuning import Cell, FinetuneOptions, GridResult, save
+    from bert_tf.models import BertClassifier, BertEncoder
+    from bert_tf.tasks import get_task
+
+    os.makedirs(directory)
+    config = BertConfig.preset(preset, vocab_size=30522)
+    untrained = GridResult(BertClassifier(BertEncoder(config), num_classes=2), Cell(32, 2e-5, 0, 0), 0, [])
+    save(untrained, get_task("mrpc"), config, uncased_vocab(), directory, FinetuneOptions(max_seq_length=128),
+         pairs=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="bench_export_")
+    baseline = os.path.join(work, "baseline")
+    made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, args.baseline],
+                          capture_output=True, text=True)
+    if made.returncode:
+        raise SystemExit(f"--baseline={args.baseline}: {made.stderr.strip()}")
+    try:
+        _model(args.preset, os.path.join(work, "model"))
+        figures = {"ours": [], "baseline": []}
+        for round_ in range(args.repeats):
+            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
+                out = os.path.join(work, f"{name}-{round_}", "1")
+                exported = _run(EXPORT, checkout, os.path.join(work, "model"), out)
+                figures[name].append({**exported, **_run(SERVE, checkout, out)})
+    finally:
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", baseline], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for key in figures["ours"][0]:
+        ours, theirs = (median([f[key] for f in figures[name]]) for name in ("ours", "baseline"))
+        rows.append({"measure": key, "preset": args.preset, "ours": f"{ours:.3f}",
+                     "baseline": f"{theirs:.3f}", "baseline_revision": args.baseline,
+                     "baseline_over_ours": f"{theirs / ours:.2f}x"})
+    report("export_speed", rows, list(rows[0]))
+
+
+if __name__ == "__main__":
+    main()
