@@ -67,15 +67,15 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
                                     top_k)
     from bert_tf.serving import SAVE_OPTIONS, track_captured_variables
 
-    functions = list(module.signatures().values())
+    signatures = module.signatures()
     if hasattr(module, "mlm"):
         track_captured_variables(module.mlm, [module.mlm.__call__])
-    track_captured_variables(module, functions)
+    track_captured_variables(module, list(signatures.values()))
     staging.remove_stale(export_dir)
     tmp = staging.staging_name(export_dir)
     fileio.rmtree(tmp)
     try:
-        tf.saved_model.save(module, tmp, signatures=module.signatures(), options=SAVE_OPTIONS)
+        tf.saved_model.save(module, tmp, signatures=signatures, options=SAVE_OPTIONS)
         report = ops.check(tmp, serving_tf_text, serving_version)
         fileio.makedirs(os.path.join(tmp, "assets.extra"))
         staging.write_text(os.path.join(tmp, "assets.extra", "ops.json"), json.dumps(report, indent=2))
