@@ -83,11 +83,20 @@ def main():
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    from bert_tf.config import BertConfig, ConfigError
+
+    try:
+        BertConfig.preset(args.preset)
+    except ConfigError as error:
+        parser.error(f"--preset: {error}")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     work = tempfile.mkdtemp(prefix="bench_export_")
     baseline = os.path.join(work, "baseline")
     made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, args.baseline],
                           capture_output=True, text=True)
     if made.returncode:
+        shutil.rmtree(work, ignore_errors=True)
         raise SystemExit(f"--baseline={args.baseline}: {made.stderr.strip()}")
     try:
         _model(args.preset, os.path.join(work, "model"))

@@ -61,6 +61,7 @@ LONG_TESTS = {
     "test_bilstm_head_trains_predicts_and_is_kept_with_the_model": 50,
     "test_mlm_and_encoder_exports_fill_masks": 50,
     "test_the_grid_keeps_the_best_cell_and_a_rerun_skips_finished_cells": 50,
+    "test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_flags": 45,
     # its module's results (tests/forking.py, once per session) are made early, so its other tests never wait
     "test_help_of_every_console_script_lists_its_own_flags_and_exits_0": 40,
 }

@@ -301,6 +301,41 @@ def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, c
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_flags(tmp_path, monkeypatch, capsys):
+    """`bench.export_speed` against HEAD (a temporary git worktree, removed afterwards): every measure has a figure
+    for both sides; a bad revision, preset or repeat count is one line; no scratch directory is left behind."""
+    import csv
+    import glob
+    import os
+    import subprocess
+    import tempfile
+
+    from bench import common, export_speed
+
+    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*")))
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    worktrees = subprocess.run(["git", "-C", export_speed.ROOT, "worktree", "list"], capture_output=True,
+                               text=True).stdout
+    monkeypatch.setattr("sys.argv", ["bench.export_speed", "--baseline", "HEAD", "--repeats", "1"])
+    export_speed.main()
+    with open(tmp_path / "export_speed.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["measure"] for row in rows] == ["export_cpu_s", "load_cpu_s", "saved_model_kb", "batch_1_ms",
+                                                "batch_8_ms"]
+    assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
+    assert subprocess.run(["git", "-C", export_speed.ROOT, "worktree", "list"], capture_output=True,
+                          text=True).stdout == worktrees
+    for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
+                          (["--baseline", "HEAD", "--preset", "huge"], "--preset: "),
+                          (["--baseline", "HEAD", "--repeats", "0"], "--repeats must be at least 1")):
+        monkeypatch.setattr("sys.argv", ["bench.export_speed", *args])
+        with pytest.raises(SystemExit) as refused:
+            export_speed.main()
+        error = str(refused.value.code) if refused.value.code != 2 else capsys.readouterr().err
+        assert message in error.strip().splitlines()[-1] and "Traceback" not in error, (args, error)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*"))) == scratch  # nothing left behind
+
+
 def test_gemm_chain_times_the_encoders_gemms_against_the_floor_of_their_flops(monkeypatch):
     """`bench.profile --gemm_chain`: the chain runs every layer's GEMMs, and its floor is the encoder's FLOPs less the
     pooler's (which the chain leaves out) at the best rate measured (here fixed, so the arithmetic is checked)."""
