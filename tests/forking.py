@@ -1,18 +1,30 @@
-"""Helpers for tests that run many commands: fork them from one interpreter that has imported TensorFlow once, and
+"""Helpers for tests that run commands: run them forked from an interpreter that has imported TensorFlow once, and
 compute a module's expensive results once per test session even when pytest-xdist runs the module on two workers.
 
-`run_forked` starts one runner interpreter (a child of the test process, in a session of its own, killed with its
-children if anything goes wrong) that imports bert_tf, hence TensorFlow, then forks one child per command. A child
-runs the command the way it runs from a shell: a module as `python -m` does (`runpy.run_module`) or a script file
-such as an installed console script (`runpy.run_path`), with its own working directory, argv, stdout and stderr.
-A fresh `python -m` per command would pay TensorFlow's import (seconds) once per command. What a fork cannot show
-is the import's own output (TensorFlow's C++ start-up lines): tests of that still need a fresh interpreter.
+`python(args, ...)` is `subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command
+that imports bert_tf anyway (a CLI, a driver, a bench module), without paying TensorFlow's import (seconds of CPU)
+per command. Each test process keeps one server interpreter per set of the environment variables TensorFlow reads at
+import (`IMPORT_ENV`): started with them, it imports bert_tf, hence TensorFlow, runs no op, and forks one child per
+command. A child runs the command as `python` would from a shell: `-m module` as `runpy` does with the working
+directory first on sys.path, `-c code`, or a script file such as an installed console script; with the command's own
+working directory, environment, argv, stdout and stderr; in a process group of its own, killed with what it started
+after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises). It ends as an interpreter ends:
+an uncaught exception prints its traceback and exits 1, `sys.exit` and signals give their usual status, atexit
+handlers and non-daemon threads run first.
+
+What a fork cannot show, and the tests of it that need a fresh interpreter: what happens during the import itself
+(TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports), a process that must not import bert_tf (a
+SavedModel served without it), and a different string hash seed per command (children of one server share it).
+
+`run_forked` runs a batch of commands, `parallel` at a time, on the same servers.
 
 `once_per_session` keeps a fixture's result in the directory that xdist's workers share, behind a file lock: the
 first worker to ask computes it, the other waits for it and reads it.
 """
 
+import atexit
 import fcntl
+import itertools
 import json
 import os
 import pickle
@@ -20,88 +32,192 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_RUNNER = r"""
-import json, os, runpy, sys, time, traceback
-sys.path.insert(0, sys.argv[1])
-import bert_tf  # noqa: F401
-commands, parallel, timeout = json.load(sys.stdin), int(sys.argv[2]), float(sys.argv[3])
+# What TensorFlow, oneDNN and Python read once at start-up: a command whose environment differs in one of them gets
+# a server started with its values.
+IMPORT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE",
+              "TF_ENABLE_ONEDNN_OPTS", "CUDA_VISIBLE_DEVICES", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+              "OMP_NUM_THREADS")
+
+_SERVER = r"""
+import json, os, select, signal, sys, time
+import bert_tf  # noqa: F401  (TensorFlow, imported once for every command this server forks)
 
 def child(command):
-    os.chdir(command["cwd"])
+    # a process group of its own, so that a timeout kills what the command started as well
+    os.setpgid(0, 0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         out = os.open(command[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(out, fd)
         os.close(out)
-    code = 0
-    try:
-        if command.get("module"):
-            sys.argv = [command["module"], *command["args"]]
-            runpy.run_module(command["module"], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [command["path"], *command["args"]]
-            runpy.run_path(command["path"], run_name="__main__")
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            code = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    os.environ.clear()
+    os.environ.update(command["env"])
+    os.chdir(command["cwd"])
+    kind, *args = command["argv"]
+    rest = sys.path[1:]
+    if kind == "-m":
+        import runpy
+        sys.argv, sys.path[:] = [args[0], *args[1:]], [os.getcwd(), *rest]
+        runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+    elif kind == "-c":
+        import types
+        main = sys.modules["__main__"] = types.ModuleType("__main__")  # not this server's namespace
+        sys.argv, sys.path[:] = ["-c", *args[1:]], ["", *rest]
+        exec(compile(args[0], "<string>", "exec"), main.__dict__)
+    else:
+        import runpy
+        sys.argv, sys.path[:] = [kind, *args], [os.path.dirname(os.path.abspath(kind)), *rest]
+        runpy.run_path(kind, run_name="__main__")
+    raise SystemExit(0)
 
-status, running, waiting = {}, {}, list(commands)
-while waiting or running:
-    while waiting and len(running) < parallel:
-        command = waiting.pop(0)
-        pid = os.fork()
-        if pid == 0:
-            child(command)
-        running[pid] = (command["id"], time.monotonic())
-    pid, code = os.waitpid(-1, os.WNOHANG)
-    if pid:
-        status[running.pop(pid)[0]] = os.waitstatus_to_exitcode(code)
-        continue
-    for pid, (name, started) in running.items():
-        if time.monotonic() - started > timeout:
-            os.kill(pid, 9)
-    time.sleep(0.05)
-print(json.dumps(status))
+def kill(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+
+running, timed_out, pending, reading = {}, set(), b"", True
+while reading or running:
+    if reading and select.select([0], [], [], 0.02)[0]:
+        data = os.read(0, 1 << 16)
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            command = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                child(command)  # ends the child as an interpreter ends
+            try:
+                os.setpgid(pid, pid)  # as the child does: whichever runs first
+            except OSError:
+                pass
+            running[pid] = (command["id"], time.monotonic() + command["timeout"])
+        if not data:  # the test process went away: so do its commands
+            reading = False
+            for pid in running:
+                kill(pid)
+    elif not reading:
+        time.sleep(0.02)
+    while running:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if not pid:
+            break
+        name, _ = running.pop(pid)
+        os.write(1, (json.dumps([name, os.waitstatus_to_exitcode(status), pid in timed_out]) + "\n").encode())
+    for pid, (name, deadline) in running.items():
+        if pid not in timed_out and time.monotonic() > deadline:
+            timed_out.add(pid)
+            kill(pid)
 """
 
 
-def run_forked(commands, work, parallel=4, timeout=240, env=None):
-    """Runs each command of `commands` (dicts with `id`, `args`, `cwd` and either `module` or `path`) in a child
-    forked after TensorFlow's import; returns {id: (exit status, stdout, stderr)}, the output read back from files
-    under `work` with carriage returns kept. A command still running after `timeout` seconds is killed (-9)."""
-    runs = []
-    for command in commands:
-        runs.append(dict(command, stdout=os.path.join(work, f"{command['id']}.stdout"),
-                         stderr=os.path.join(work, f"{command['id']}.stderr")))
-    env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    runner = subprocess.Popen([sys.executable, "-c", _RUNNER, ROOT, str(parallel), str(timeout)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-                              start_new_session=True)
-    try:
-        stdout, _ = runner.communicate(json.dumps(runs), timeout=timeout * (len(runs) // parallel + 2))
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
-    assert runner.returncode == 0, "the command runner failed"
-    status = json.loads(stdout)
-    return {run["id"]: (status[run["id"]], _read(run["stdout"]), _read(run["stderr"])) for run in runs}
+class _Server:
+    """One server interpreter (see the module docstring) and the lock that gives one caller at a time its replies."""
+
+    def __init__(self, env):
+        self.work = tempfile.mkdtemp(prefix="bert_tf_forked_")
+        self.log = os.path.join(self.work, "server.stderr")
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
+                                            start_new_session=True)
+        self.lock = threading.Lock()
+        self.ids = itertools.count()
+
+    def run(self, commands, parallel):
+        """{key: (exit status, stdout path, stderr path, timed out)} for `commands`, dicts of key, argv, cwd, env
+        and timeout, at most `parallel` at a time."""
+        waiting, sent, done = list(commands), {}, {}
+        with self.lock:
+            while waiting or sent:
+                while waiting and len(sent) < parallel:
+                    command = waiting.pop(0)
+                    name = str(next(self.ids))
+                    out = {"stdout": os.path.join(self.work, f"{name}.out"),
+                           "stderr": os.path.join(self.work, f"{name}.err")}
+                    self.process.stdin.write((json.dumps(dict(
+                        id=name, argv=command["argv"], cwd=str(command["cwd"]), env=command["env"],
+                        timeout=command["timeout"], **out)) + "\n").encode())
+                    self.process.stdin.flush()
+                    sent[name] = (command["key"], out)
+                line = self.process.stdout.readline()
+                if not line:
+                    with open(self.log, errors="replace") as f:
+                        raise RuntimeError(f"the fork server ended (exit {self.process.wait()}): {f.read()[-3000:]}")
+                name, status, timed_out = json.loads(line)
+                key, out = sent.pop(name)
+                done[key] = (status, out["stdout"], out["stderr"], timed_out)
+        return done
+
+    def close(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
-def _read(path):
-    with open(path, newline="") as f:  # carriage returns kept
+_servers: dict = {}
+_servers_lock = threading.Lock()
+
+
+def _server(env):
+    key = tuple(env.get(name) for name in IMPORT_ENV)
+    with _servers_lock:
+        if key not in _servers or _servers[key].process.poll() is not None:
+            _servers[key] = _Server(env)
+        return _servers[key]
+
+
+@atexit.register
+def _close_servers():
+    for server in _servers.values():
+        server.close()
+
+
+def _read(path, newline):
+    with open(path, newline=newline) as f:
         return f.read()
+
+
+def python(args, *, cwd=ROOT, env=None, timeout=600):
+    """`subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)`
+    for `args` that start with `-m`, `-c` or a script path, forked after bert_tf's import (the module docstring)."""
+    env = dict(os.environ if env is None else env)
+    if not args or (args[0].startswith("-") and args[0] not in ("-m", "-c")):
+        raise ValueError(f"python() takes -m, -c or a script, not {args[:1]}")
+    (status, out, err, timed_out), = _server(env).run(
+        [dict(key=0, argv=list(map(str, args)), cwd=cwd, env=env, timeout=timeout)], 1).values()
+    command = [sys.executable, *map(str, args)]
+    stdout, stderr = _read(out, None), _read(err, None)  # universal newlines, as subprocess's text mode
+    os.remove(out)
+    os.remove(err)
+    if timed_out:
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(command, status, stdout, stderr)
+
+
+def run_forked(commands, work, parallel=4, timeout=240, env=None):
+    """Runs each command of `commands` (dicts with `id`, `args`, `cwd` and either `module` or `path`) forked after
+    bert_tf's import, `parallel` at a time; returns {id: (exit status, stdout, stderr)}, the output with carriage
+    returns kept (a progress bar's redraws). A command still running after `timeout` seconds is killed (-9)."""
+    env = dict(env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+    runs = [dict(key=command["id"], cwd=command["cwd"], env=env, timeout=timeout,
+                 argv=["-m", command["module"], *command["args"]] if command.get("module") else
+                 [command["path"], *command["args"]]) for command in commands]
+    done = _server(env).run(runs, parallel)
+    results = {}
+    for key, (status, out, err, _) in done.items():
+        results[key] = (status, _read(out, ""), _read(err, ""))
+        for path in (out, err):
+            shutil.move(path, os.path.join(work, f"{key}.{'stdout' if path == out else 'stderr'}"))
+    return results
 
 
 def once_per_session(tmp_path_factory, name, compute):

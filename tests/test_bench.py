@@ -6,6 +6,8 @@ import tensorflow as tf
 from bench.common import encoder_flops
 from bert_tf import BertConfig, BertEncoder
 
+from tests import forking
+
 
 @pytest.mark.parametrize("preset,batch,seq", [("tiny", 2, 16), ("L2_H256", 3, 33)])
 def test_encoder_flops_equal_tensorflows_own_count_of_the_encoder_graph(preset, batch, seq):
@@ -259,8 +261,7 @@ def test_benchmark_runs_end_to_end_at_tiny_size(module, tmp_path):
     import sys
 
     args = ["--preset", "tiny"] + (["--repeats", "1"] if module == "bench.serving" else ["--batch", "2", "--seq", "32"])
-    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
+    done = forking.python(["-m", module, *args], cwd=forking.ROOT, env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / f"{module.split('.')[1]}.csv", newline="") as f:
         rows = list(csv.DictReader(f))

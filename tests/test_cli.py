@@ -3,8 +3,6 @@
 import dataclasses
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from safetensors.numpy import load_file
 
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
 from bert_tf.checkpoints import convert
+from tests import forking
 from tests.conftest import make_batch
 from tests.checkpoints.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
 
@@ -21,8 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def cli(module, *args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+    return forking.python(["-m", module, *args], env=env, cwd=ROOT, timeout=300)
 
 
 def test_convert_checkpoint_hf_to_original_to_keras(minilm_dir, tmp_path):

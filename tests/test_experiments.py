@@ -8,11 +8,11 @@ import csv
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--corpus_mb=0.15", "--vocab_size=1000", "--max_seq_length=48", "--max_predictions_per_seq=5",
@@ -22,8 +22,8 @@ TINY_MODEL = ["--hidden_size=32", "--num_hidden_layers=1", "--num_attention_head
 
 
 def driver(name, *args):
-    return subprocess.run([sys.executable, "-m", f"bert_tf_experiments.{name}", *args], capture_output=True,
-                          text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=900)
+    return forking.python(["-m", f"bert_tf_experiments.{name}", *args], cwd=ROOT,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=900)
 
 
 def _table(directory):

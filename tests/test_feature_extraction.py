@@ -4,11 +4,11 @@ the paper's layer combinations."""
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,12 +21,11 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
              "Naïve café déjà vu — 東京 " * 20,  # truncated to max_seq_length
              "", "Short one."]
     (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "bert_tf.cli.extract_features", f"--input_file={tmp_path}/input.txt",
+    out = forking.python(["-m", "bert_tf.cli.extract_features", f"--input_file={tmp_path}/input.txt",
                           f"--output_file={tmp_path}/features.jsonl", f"--vocab_file={minilm_dir}/vocab.txt",
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
                           "--layers=-1,-2,-7", "--max_seq_length=24", "--batch_size=2"],  # -7: embeddings
-                         capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                         cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "features.jsonl").read_text().splitlines()]
     assert [r["linex_index"] for r in records] == [0, 1, 2]  # the blank line is skipped

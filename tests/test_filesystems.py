@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
+from tests import forking
 from tests.test_pretraining import CONFIG, PREDS, SEQ, data  # noqa: F401  (the session fixture)
 
 
@@ -260,8 +261,8 @@ def test_an_unreachable_gs_path_is_one_line_naming_it(module, flags, names, mini
     values = {"gs": UNREACHABLE, "tmp": tmp_path, "vocab": os.path.join(minilm_dir, "vocab.txt")}
     env = {k: v for k, v in os.environ.items() if k.upper() not in ("HTTPS_PROXY", "GOOGLE_APPLICATION_CREDENTIALS")}
     env.update(https_proxy="http://proxy.invalid:9", NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-m", module, *(f.format(**values) for f in flags)], env=env,
-                            capture_output=True, text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+    result = forking.python(["-m", module, *(f.format(**values) for f in flags)], env=env, timeout=120,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

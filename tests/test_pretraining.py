@@ -14,6 +14,8 @@ import time
 import numpy as np
 import pytest
 
+from tests import forking
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PREDS = 32, 5
 CONFIG = {"vocab_size": None, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -266,8 +268,7 @@ def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_pat
     before TensorFlow starts."""
     script = tmp_path / "replicas.py"
     script.write_text(REPLICAS_SCRIPT)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    out = forking.python([str(script)], cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
     runs = json.loads(out.stdout.strip().splitlines()[-1])
     base = runs["one_device"]
@@ -380,8 +381,8 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
     """Train 200 steps uninterrupted (with --do_eval); separately start the same run, kill -9 it once its second
     checkpoint exists, restart it: it resumes there and ends with bit-identical weights. Dropout is on, so the
     dropout seeds and the input position are restored too. The uninterrupted run also shows learning."""
-    full = subprocess.run(_cli(data, tmp_path / "full", "--do_eval", "--max_eval_steps=20"), capture_output=True,
-                          text=True, env=_env(), cwd=ROOT, timeout=600)
+    full = forking.python(_cli(data, tmp_path / "full", "--do_eval", "--max_eval_steps=20")[1:], env=_env(),
+                          timeout=600)
     assert full.returncode == 0, full.stderr[-3000:]
     killed_dir = tmp_path / "killed"
     proc = subprocess.Popen(_cli(data, killed_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -392,8 +393,7 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
     proc.kill()
     proc.wait()
     assert not (killed_dir / "bert_model").exists(), "the run finished before it could be killed"
-    resumed = subprocess.run(_cli(data, killed_dir), capture_output=True, text=True, env=_env(), cwd=ROOT,
-                             timeout=600)
+    resumed = forking.python(_cli(data, killed_dir)[1:], env=_env(), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stderr
     a, b = _weights(tmp_path / "full" / "bert_model" / "bert_model.ckpt"), \
@@ -455,8 +455,7 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
             max_seq_length=SEQ, max_predictions_per_seq=20))
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
     # the CLI turns it into one line
-    out = subprocess.run(_cli(data, tmp_path / "d", "--max_seq_length=128"), capture_output=True, text=True,
-                         env=_env(), cwd=ROOT, timeout=300)
+    out = forking.python(_cli(data, tmp_path / "d", "--max_seq_length=128")[1:], env=_env(), timeout=300)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("run_pretraining: error: ")
     assert "--max_seq_length=32" in out.stderr and "Traceback" not in out.stderr

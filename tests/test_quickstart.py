@@ -10,10 +10,10 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ("corpus", "vocab", "records", "pretrain", "finetune", "export", "answers")
@@ -46,8 +46,8 @@ def _user_corpus(path):
 
 
 def quickstart(*args):
-    return subprocess.run([sys.executable, "-m", "bert_tf_quickstart", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=900)
+    return forking.python(["-m", "bert_tf_quickstart", *args], cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                          timeout=900)
 
 
 def _assert_reported_accuracy_is_the_exported_classifiers(out, accuracy):

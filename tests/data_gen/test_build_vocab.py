@@ -1,13 +1,13 @@
 import importlib
 import os
-import subprocess
-import sys
 
 import pytest
 
 from bert_tf.tokenization import FullTokenizer
 from data_gen.documents import CorpusError
 from data_gen.vocab import build_vocab
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,14 +56,12 @@ def test_cased_vocab_keeps_case(corpus, tmp_path):
 
 def test_cli_and_bad_inputs(corpus, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    ok = subprocess.run([sys.executable, "-m", "data_gen.build_vocab", f"--input_file={corpus}",
-                         f"--output_file={tmp_path}/v.txt", "--vocab_size=600", "--num_unused=2"],
-                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    ok = forking.python(["-m", "data_gen.build_vocab", f"--input_file={corpus}", f"--output_file={tmp_path}/v.txt",
+                         "--vocab_size=600", "--num_unused=2"], env=env, cwd=ROOT, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "wrote" in ok.stdout and (tmp_path / "v.txt").exists()
-    bad = subprocess.run([sys.executable, "-m", "data_gen.build_vocab", f"--input_file={tmp_path}/none*.txt",
-                          f"--output_file={tmp_path}/w.txt"], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=300)
+    bad = forking.python(["-m", "data_gen.build_vocab", f"--input_file={tmp_path}/none*.txt",
+                          f"--output_file={tmp_path}/w.txt"], env=env, cwd=ROOT, timeout=300)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "build_vocab: error: --input_file:" in bad.stderr and "matches no file" in bad.stderr
     assert not (tmp_path / "w.txt").exists()

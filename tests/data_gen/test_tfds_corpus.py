@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests import forking
 from tests.data_gen.test_data_gen import vocab_file  # noqa: F401  (the module fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -192,9 +193,8 @@ def test_build_vocab_learns_from_a_prepared_dataset_what_it_learns_from_the_same
     from data_gen.vocab import build_vocab
 
     def run(*flags):
-        return subprocess.run([sys.executable, "-m", "data_gen.build_vocab", "--vocab_size=400", "--num_unused=5",
-                               "--min_count=1", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        return forking.python(["-m", "data_gen.build_vocab", "--vocab_size=400", "--num_unused=5", "--min_count=1",
+                               *flags], cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
     _as_text_file(tmp_path / "corpus.txt", tfds_dir, "train")
     from_file = build_vocab(str(tmp_path / "corpus.txt"), str(tmp_path / "file.txt"), 400, num_unused=5,

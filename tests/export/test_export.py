@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests import forking
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXTS_A = ["The quick brown fox.", "", "Naïve café déjà vu — 東京 ünïcödé", "word " * 10000,  # 50 kB
            "Short one here."]
@@ -320,9 +322,9 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
 
 
 def test_export_errors_are_one_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "export.export_saved_model", "--kind=classifier",
-                          f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"], capture_output=True,
-                         text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    out = forking.python(["-m", "export.export_saved_model", "--kind=classifier", f"--model_dir={tmp_path}",
+                          f"--export_dir={tmp_path / 'x'}"], cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         timeout=300)
     assert out.returncode == 1 and "export_saved_model: error:" in out.stderr and "Traceback" not in out.stderr
     assert "no fine-tuned model" in out.stderr and not (tmp_path / "x").exists()
 
@@ -347,10 +349,9 @@ def test_saved_model_cli_shows_and_runs_the_classifier(finetuned, tmp_path):
                  "outputs['label'] tensor_info:\n        dtype: DT_STRING",
                  "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)"):
         assert line in default
-    run = subprocess.run([sys.executable, "-m", "export.saved_model_cli", "run", "--dir", export_dir, "--tag_set",
-                          "serve", "--signature_def", "serving_default", "--input_exprs",
-                          'text_a=["The cat sat.", "Naïve"];text_b=["A cat.", ""]'], capture_output=True, text=True,
-                         env=env, timeout=300, cwd=ROOT)
+    run = forking.python(["-m", "export.saved_model_cli", "run", "--dir", export_dir, "--tag_set", "serve",
+                          "--signature_def", "serving_default", "--input_exprs",
+                          'text_a=["The cat sat.", "Naïve"];text_b=["A cat.", ""]'], env=env, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]
     printed = run.stdout.split("Result for output key label:")[1].splitlines()[1]
     want = tf.saved_model.load(export_dir).signatures["serving_default"](

@@ -4,13 +4,13 @@ run_classifier end to end on small tasks in the original file formats (from real
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bert_tf.tasks import DataError, get_task, metrics, task_names
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,13 +118,12 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
               f"--bert_config_file={minilm_dir}/config.json", "--max_seq_length=32", "--train_batch_size=16",
               "--learning_rate=1e-4", "--num_train_epochs=2", "--do_train", "--do_eval"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    pretrained = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_classifier", *common, "--do_predict",
+    pretrained = forking.python(["-m", "bert_tf.cli.run_classifier", *common, "--do_predict",
                                  f"--init_checkpoint={minilm_dir}", f"--output_dir={tmp_path / 'pre'}"],
-                                capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+                                env=env, cwd=ROOT, timeout=600)
     assert pretrained.returncode == 0, pretrained.stderr[-3000:]
-    scratch = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_classifier", *common,
-                              f"--output_dir={tmp_path / 'scratch'}"], capture_output=True, text=True, env=env,
-                             cwd=ROOT, timeout=600)
+    scratch = forking.python(["-m", "bert_tf.cli.run_classifier", *common, f"--output_dir={tmp_path / 'scratch'}"],
+                             env=env, cwd=ROOT, timeout=600)
     assert scratch.returncode == 0, scratch.stderr[-3000:]
 
     def results(name):
@@ -238,11 +237,11 @@ def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
     write("train.csv", 0, 120)
     write("val.csv", 1000, 60)
     write("test.csv", 2000, 8, labelled=False)
-    out = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_swag", f"--data_dir={data}",
+    out = forking.python(["-m", "bert_tf.cli.run_swag", f"--data_dir={data}",
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
                           "--max_seq_length=40", "--train_batch_size=8", "--learning_rate=1e-4",
-                          "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True,
+                          "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"],
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())

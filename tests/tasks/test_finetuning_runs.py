@@ -5,12 +5,12 @@ trains with a moving loss scale."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests import forking
 from tests.tasks.test_finetuning import _pair_task
 from tests.tasks.test_squad import _year_task
 
@@ -46,9 +46,8 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, CUDA_VISIBLE_D
 
 def _run(module, args, kill=None):
     """The CLI `module` with `args`; `kill`: (module:function, n) to SIGKILL it after the n-th call."""
-    command = [sys.executable, "-m", module, *args] if kill is None else \
-        [sys.executable, "-c", _KILLER, kill[0], str(kill[1]), module, *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=ENV)
+    command = ["-m", module, *args] if kill is None else ["-c", _KILLER, kill[0], str(kill[1]), module, *args]
+    return forking.python(command, cwd=ROOT, timeout=600, env=ENV)
 
 
 def _tiny_config(path, vocab_size=30522):

@@ -4,13 +4,13 @@ small CoNLL-format corpus."""
 
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bert_tf.tasks import DataError, metrics, ner
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -162,11 +162,11 @@ def _corpus(directory, seed):
 
 def test_run_ner_cli_tags_entities(minilm_dir, tmp_path):
     data = _corpus(tmp_path / "conll", 0)
-    out = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_ner", f"--data_dir={data}",
+    out = forking.python(["-m", "bert_tf.cli.run_ner", f"--data_dir={data}",
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
                           "--max_seq_length=32", "--train_batch_size=16", "--learning_rate=2e-4",
-                          "--num_train_epochs=3", f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True,
+                          "--num_train_epochs=3", f"--output_dir={tmp_path / 'out'}"],
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())

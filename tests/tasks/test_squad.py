@@ -5,12 +5,12 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 from bert_tf.tasks import DataError, squad, squad_eval
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -122,13 +122,12 @@ def _year_task(path, n, seed, version_2=False):
 def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
     train = _year_task(tmp_path / "train.json", 160, 0)
     dev = _year_task(tmp_path / "dev.json", 40, 1)
-    out = subprocess.run([sys.executable, "-m", "bert_tf.cli.run_squad", f"--vocab_file={minilm_dir}/vocab.txt",
+    out = forking.python(["-m", "bert_tf.cli.run_squad", f"--vocab_file={minilm_dir}/vocab.txt",
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
                           "--do_train", f"--train_file={train}", "--do_predict", f"--predict_file={dev}",
                           "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=1e-4",
                           "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                         cwd=ROOT, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
     print(f"SQuAD-format year task: exact {float(results['exact']):.1f}, f1 {float(results['f1']):.1f}")
