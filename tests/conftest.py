@@ -3,6 +3,13 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Under `pytest -n N`, N workers share the machine's cores: each worker's TensorFlow (and every process it starts,
+# which inherits the environment) gets its share of them as compute threads instead of one per core, so that two
+# workers on two cores do not run four spinning pool threads against each other. Before TensorFlow starts.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _threads = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _threads)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _threads)
 
 import numpy as np
 import pytest
