@@ -130,6 +130,7 @@ class _Server:
                                             start_new_session=True)
         self.lock = threading.Lock()
         self.ids = itertools.count()
+        self.owner = os.getpid()  # a process forked from the test process must not close the owner's servers
 
     def run(self, commands, parallel):
         """{key: (exit status, stdout path, stderr path, timed out)} for `commands`, dicts of key, argv, cwd, env
@@ -157,6 +158,8 @@ class _Server:
         return done
 
     def close(self):
+        if os.getpid() != self.owner:
+            return
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
