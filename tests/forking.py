@@ -8,9 +8,9 @@ import (`IMPORT_ENV`): started with them, it imports bert_tf, hence TensorFlow, 
 command. A child runs the command as `python` would from a shell: `-m module` as `runpy` does with the working
 directory first on sys.path, `-c code`, or a script file such as an installed console script; with the command's own
 working directory, environment, argv, stdout and stderr; in a process group of its own, killed with what it started
-after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises). It ends as an interpreter ends:
-an uncaught exception prints its traceback and exits 1, `sys.exit` and signals give their usual status, atexit
-handlers and non-daemon threads run first.
+after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises). It ends as an interpreter ends,
+short of the final teardown: an uncaught exception prints its traceback and exits 1, `sys.exit` and signals give
+their usual status, non-daemon threads and atexit handlers run first.
 
 What a fork cannot show, and the tests of it that need a fresh interpreter: what happens during the import itself
 (TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports), a process that must not import bert_tf (a
@@ -44,8 +44,9 @@ IMPORT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MA
               "OMP_NUM_THREADS")
 
 _SERVER = r"""
-import json, os, select, signal, sys, time
+import atexit, gc, json, os, select, signal, sys, threading, time, traceback
 import bert_tf  # noqa: F401  (TensorFlow, imported once for every command this server forks)
+gc.freeze()  # what the import made is never collected: a child's collections leave those pages unshared
 
 def child(command):
     # a process group of its own, so that a timeout kills what the command started as well
@@ -60,7 +61,26 @@ def child(command):
     os.environ.clear()
     os.environ.update(command["env"])
     os.chdir(command["cwd"])
-    kind, *args = command["argv"]
+    try:
+        run(*command["argv"])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+        if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, status 1
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    # An interpreter's exit up to its teardown: wait for non-daemon threads, run atexit handlers, flush. The
+    # teardown itself (a second or so of freeing what the import made) changes nothing a command can see.
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code or 0)
+
+def run(kind, *args):
     rest = sys.path[1:]
     if kind == "-m":
         import runpy
@@ -75,7 +95,6 @@ def child(command):
         import runpy
         sys.argv, sys.path[:] = [kind, *args], [os.path.dirname(os.path.abspath(kind)), *rest]
         runpy.run_path(kind, run_name="__main__")
-    raise SystemExit(0)
 
 def kill(pid):
     try:
@@ -93,7 +112,7 @@ while reading or running:
             command = json.loads(line)
             pid = os.fork()
             if pid == 0:
-                child(command)  # ends the child as an interpreter ends
+                child(command)  # never returns
             try:
                 os.setpgid(pid, pid)  # as the child does: whichever runs first
             except OSError:
