@@ -46,7 +46,7 @@ IMPORT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MA
 _SERVER = r"""
 import atexit, gc, json, os, select, signal, sys, threading, time, traceback
 import bert_tf  # noqa: F401  (TensorFlow, imported once for every command this server forks)
-gc.freeze()  # what the import made is never collected: a child's collections leave those pages unshared
+gc.freeze()  # the import's objects, out of every collection: a child's collections would write to (copy) their pages
 
 def child(command):
     # a process group of its own, so that a timeout kills what the command started as well
