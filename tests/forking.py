@@ -214,9 +214,10 @@ def python(args, *, cwd=ROOT, env=None, timeout=600):
     env = dict(os.environ if env is None else env)
     if not args or (args[0].startswith("-") and args[0] not in ("-m", "-c")):
         raise ValueError(f"python() takes -m, -c or a script, not {args[:1]}")
+    args = [str(arg) for arg in args]
     (status, out, err, timed_out), = _server(env).run(
-        [dict(key=0, argv=list(map(str, args)), cwd=cwd, env=env, timeout=timeout)], 1).values()
-    command = [sys.executable, *map(str, args)]
+        [dict(key=0, argv=args, cwd=cwd, env=env, timeout=timeout)], 1).values()
+    command = [sys.executable, *args]
     stdout, stderr = _read(out, None), _read(err, None)  # universal newlines, as subprocess's text mode
     os.remove(out)
     os.remove(err)
@@ -237,8 +238,8 @@ def run_forked(commands, work, parallel=4, timeout=240, env=None):
     results = {}
     for key, (status, out, err, _) in done.items():
         results[key] = (status, _read(out, ""), _read(err, ""))
-        for path in (out, err):
-            shutil.move(path, os.path.join(work, f"{key}.{'stdout' if path == out else 'stderr'}"))
+        shutil.move(out, os.path.join(work, f"{key}.stdout"))
+        shutil.move(err, os.path.join(work, f"{key}.stderr"))
     return results
 
 
