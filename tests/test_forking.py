@@ -1,0 +1,69 @@
+"""tests/forking.py's `python()` stands in for `subprocess.run([sys.executable, ...])` in many tests: the same
+command run both ways gives the same exit status, stdout and stderr (exceptions, `sys.exit` with a message or a
+number, a signal, non-daemon threads and atexit handlers, `-m`'s argv and sys.path), and a timeout raises
+`TimeoutExpired` and leaves no process of the command's behind."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import forking
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+THREAD_AND_ATEXIT = """
+import atexit, threading, time
+def late():
+    time.sleep(0.5)
+    print("thread done", flush=True)
+threading.Thread(target=late).start()
+atexit.register(lambda: print("atexit ran"))
+print("main done")
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ["-c", "import sys; print('out'); print('err', file=sys.stderr); print(undefined_name)"],
+    ["-c", "import sys; sys.stdout.write('no newline'); sys.exit('a message')"],
+    ["-c", "import sys; sys.exit(3)"],
+    ["-c", "import os, signal; print('before', flush=True); os.kill(os.getpid(), signal.SIGKILL)"],
+    ["-c", THREAD_AND_ATEXIT],
+    ["-c", "import sys; print(sys.argv[1:], sys.path[0] == '')", "a", "--b=c"],
+    ["-m", "json.tool", "--sort-keys", "--no-ensure-ascii", os.path.join(forking.ROOT, "pyproject.toml")],
+], ids=["exception", "exit-message", "exit-3", "sigkill", "thread-and-atexit", "argv", "module-error"])
+def test_a_forked_command_ends_as_a_fresh_one(args):
+    fresh = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=forking.ROOT, env=ENV,
+                           timeout=120)
+    forked = forking.python(args, cwd=forking.ROOT, env=ENV, timeout=120)
+    assert forked.returncode == fresh.returncode
+    assert forked.stdout == fresh.stdout
+    # a traceback names the frames it passed through: the server's differ from a fresh interpreter's
+    assert forked.stderr.splitlines()[-1:] == fresh.stderr.splitlines()[-1:]
+
+
+def test_a_timeout_raises_and_kills_what_the_command_started(tmp_path):
+    pid_file = tmp_path / "pid"
+    code = (f"import subprocess, sys, time\nchild = subprocess.Popen([sys.executable, '-c', 'import time; "
+            f"time.sleep(300)'])\nopen({str(pid_file)!r}, 'w').write(str(child.pid))\nprint('started', "
+            "flush=True)\ntime.sleep(300)\n")
+    with pytest.raises(subprocess.TimeoutExpired) as raised:
+        forking.python(["-c", code], env=ENV, timeout=5)
+    assert raised.value.output == "started\n"
+    grandchild = int(pid_file.read_text())
+    for _ in range(100):  # killed with its process group; a zombie until init reaps it
+        try:
+            with open(f"/proc/{grandchild}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"process {grandchild}, started by the timed-out command, is still running")
+
+
+def test_python_refuses_an_option_it_cannot_fork():
+    with pytest.raises(ValueError, match="python\\(\\) takes -m, -c or a script, not \\['-X'\\]"):
+        forking.python(["-X", "importtime", "-c", "pass"])
