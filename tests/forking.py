@@ -73,7 +73,7 @@ def child(command):
         traceback.print_exc()
         code = 1
     # An interpreter's exit up to its teardown: wait for non-daemon threads, run atexit handlers, flush. The
-    # teardown itself (a second or so of freeing what the import made) changes nothing a command can see.
+    # teardown itself (freeing, and so copying, what the import made) changes nothing a command can see.
     threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
