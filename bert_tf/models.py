@@ -144,6 +144,13 @@ class _TaskModel(keras.Model):
         return lambda wi: tf.math.divide_no_nan(
             tf.reduce_sum(tf.cast([w for w in tf.nest.flatten(wi) if w is not None][0], tf.float32)), total)
 
+    def make_train_function(self, force=False):
+        # Without a strategy Keras builds the optimizer while tracing the first step, and tf.function, having seen
+        # variables created, traces the whole step a second time. Built before the trace, they are not.
+        if self.optimizer is not None and not self.optimizer.built:
+            self.optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)
+
     def train_step(self, data):
         steps = int(self.gradient_accumulation_steps)
         if steps <= 1:

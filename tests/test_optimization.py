@@ -53,6 +53,54 @@ def test_original_adamw_round_trips_through_keras_serialization():
         OriginalAdamW(amsgrad=True)
 
 
+def test_model_fit_traces_the_training_step_once_and_trains(tiny_config):
+    """Without a strategy Keras builds the optimizer while tracing the first step, and tf.function, having seen
+    variables made, traces the whole step again; our models build it before the trace."""
+    import keras
+
+    from bert_tf import BertClassifier
+    from bert_tf.optimization import create_optimizer
+    from tests.conftest import make_batch
+
+    traces = []
+
+    class Counting(BertClassifier):
+        def train_step(self, data):
+            traces.append(data)
+            return super().train_step(data)
+
+    model = Counting(tiny_config, num_classes=2)
+    before = [w.numpy() for w in model.trainable_weights]
+    model.compile(optimizer=create_optimizer(1e-2, 4, 1), loss=keras.losses.SparseCategoricalCrossentropy(True))
+    model.fit(make_batch(tiny_config, batch=4), np.array([0, 1, 0, 1]), batch_size=2, epochs=2, verbose=0)
+    assert len(traces) == 1
+    assert int(model.optimizer.iterations.numpy()) == 4
+    assert all(not np.array_equal(w.numpy(), b) for w, b in zip(model.trainable_weights, before))
+
+
+@pytest.mark.parametrize("kind", ["original_adamw", "adamw"])
+def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
+    """The optimizer's constants, β powers and scheduled rate are made once per step: doubling the variables adds
+    none of their ops to the traced update (the per-variable arithmetic is checked against the references above)."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import create_optimizer
+
+    def ops(count):
+        variables = [keras.Variable(np.full((3, 2), i, "float32"), name=f"kernel_{i}") for i in range(count)]
+        grads = [tf.ones((3, 2))] * count
+        opt = create_optimizer(1e-2, 8, 2, optimizer=kind)
+        opt.build(variables)
+        graph = tf.function(lambda: opt.apply(grads, variables), autograph=False).get_concrete_function().graph
+        nodes = [n.op for f in graph.as_graph_def().library.function for n in f.node_def]
+        return {op: nodes.count(op) for op in ("Const", "Pow", "Less", "SelectV2", "Minimum")}
+
+    # Const: only the global norm's reduction axes, one per variable
+    four, eight = ops(4), ops(8)
+    assert eight == dict(four, Const=four["Const"] + 4), (four, eight)
+
+
 def _train(tiny_config, output_dir, optimizer, steps):
     import keras
     import tensorflow as tf
