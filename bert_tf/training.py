@@ -104,11 +104,15 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     if min(num_train_steps, steps_per_loop, save_checkpoints_steps) < 1:
         raise ValueError("--num_train_steps, --iterations_per_loop and --save_checkpoints_steps must be at least 1")
     chief = is_chief(strategy)
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     with strategy.scope():
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # Keras makes some training state at the first step (the optimizer's slots, a tracker per loss of a
+        # several-output model), and tf.function, having seen variables made while tracing the loop, would trace
+        # it all again: it is made here from the input's shapes, as Keras's own `fit` does under a strategy.
+        model._symbolic_build(data_batch=_replica_batch_spec(iterator))
         model.optimizer.build(model.trainable_variables)
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     # The optimizers' slots look alike (AdamW's and the original's have the same two moments), so the checkpoint
     # names the optimizer that wrote it, and resuming with another one is refused instead of silently mixing them.
     with tf.device("/cpu:0"):
@@ -159,6 +163,11 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     finally:
         if not chief:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _replica_batch_spec(iterator):
+    """The shapes and dtypes of one replica's batch from a distributed iterator."""
+    return tf.nest.map_structure(lambda spec: getattr(spec, "_value_specs", (spec,))[0], iterator.element_spec)
 
 
 def _config_json(model) -> str | None:

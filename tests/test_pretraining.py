@@ -335,6 +335,41 @@ print(json.dumps(runs))
 '''
 
 
+def test_the_training_loop_traces_its_step_once(tiny_config, tmp_path):
+    """`training.train` traces the model's step once: Keras's first-step state (a span model's tracker per loss,
+    the optimizer's slots) is made before the trace, which tf.function would otherwise redo. The pretrainer, whose
+    loss is its own, and a two-loss span model, each trained 3 steps from one trace."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import BertPretrainer, BertSpanQA, training
+    from bert_tf.finetuning import task_losses
+    from bert_tf.optimization import create_optimizer
+
+    x, y = _batch(tiny_config)
+    spans = {name: np.arange(8, dtype=np.int32) for name in ("start_logits", "end_logits")}
+    for cls, labels, loss in ((BertPretrainer, y, None), (BertSpanQA, spans, task_losses(spans))):
+        traces = []
+
+        class Counting(cls):
+            def train_step(self, data):
+                traces.append(data)
+                return super().train_step(data)
+
+        model = Counting(tiny_config)
+        model.compile(optimizer=create_optimizer(1e-3, 3), loss=loss)
+        data = tf.data.Dataset.from_tensor_slices((x if cls is BertPretrainer else _encoder_inputs(x), labels))
+        logs = training.train(model, tf.distribute.get_strategy(), lambda context: data.repeat().batch(4),
+                              str(tmp_path / cls.__name__), num_train_steps=3, global_batch_size=4,
+                              steps_per_loop=3, save_checkpoints_steps=3)
+        assert (len(traces), logs["step"]) == (1, 3), cls.__name__
+        assert np.isfinite(logs["loss"]) and int(model.optimizer.iterations.numpy()) == 3
+
+
+def _encoder_inputs(x):
+    return {key: x[key] for key in ("input_word_ids", "input_mask", "input_type_ids")}
+
+
 def test_model_fit_on_the_pipeline_as_the_readme_shows(data, tmp_path):
     import keras
     import tensorflow as tf
