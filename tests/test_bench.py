@@ -218,10 +218,11 @@ def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(t
     that `bench.pretraining --rows_out` wrote; here on the CPU, with the out-of-memory failure made up once."""
     import argparse
     import subprocess
+    import sys
 
     from bench import accelerator
 
-    real_run, batches = subprocess.run, []
+    batches = []
 
     def run(command, **kwargs):
         batches.append(next(int(arg.split("=")[1]) for arg in command if arg.startswith("--batch=")))
@@ -229,7 +230,8 @@ def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(t
             return subprocess.CompletedProcess(command, 1, "", "tensorflow.python.framework.errors_impl."
                                                "ResourceExhaustedError: Graph execution error:\n\nOOM when "
                                                "allocating tensor with shape[312,16,128,128] and type float")
-        return real_run(command, **kwargs)
+        assert command[:2] == [sys.executable, "-m"] and kwargs == dict(capture_output=True, text=True), command
+        return forking.python(command[1:])
 
     monkeypatch.setattr(accelerator.subprocess, "run", run)
     monkeypatch.setenv("BENCH_RESULTS", str(tmp_path))

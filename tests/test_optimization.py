@@ -148,8 +148,7 @@ def test_a_checkpoint_without_its_optimizer_recorded_is_refused(tiny_config, tmp
                                              ("bert_tf.cli.run_classifier", "bert_tf.finetuning:FinetuneOptions")])
 def test_training_clis_default_to_the_original_optimizer_and_pass_the_flag_on(module, options):
     """run_squad, run_ner and run_swag take the fine-tuning flags of run_classifier (cli.define_finetuning_flags)."""
-    import subprocess
-    import sys
+    from tests import forking
 
     code = f"""
 import importlib, sys
@@ -165,6 +164,6 @@ for argv in ([], ["--optimizer=adamw", "--weight_decay=0.02"]):
     o = options_from_flags(flags.FLAGS, cls)
     print(o.optimizer, o.weight_decay)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = forking.python(["-c", code], timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["original_adamw", "0.01", "adamw", "0.02"]

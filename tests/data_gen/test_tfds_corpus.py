@@ -3,8 +3,6 @@ as the corpus of create_pretraining_data and of the Beam pipeline, against the s
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -153,10 +151,9 @@ def test_the_cli_reads_a_prepared_dataset_and_refuses_what_it_cannot_use(tfds_di
     from data_gen.tfds_corpus import corpus_from_flags
 
     def run(*flags):
-        return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags,
-                               f"--vocab_file={vocab_file}", "--max_seq_length=48", "--max_predictions_per_seq=8",
-                               "--dupe_factor=1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        return forking.python(["-m", "data_gen.create_pretraining_data", *flags, f"--vocab_file={vocab_file}",
+                               "--max_seq_length=48", "--max_predictions_per_seq=8", "--dupe_factor=1"], cwd=ROOT,
+                              timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
     done = run("--tfds_name=bert_tf_test_articles", f"--tfds_data_dir={tfds_dir}", "--tfds_split=validation",
                f"--output_file={tmp_path / 'out'}/")
