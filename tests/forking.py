@@ -3,9 +3,10 @@ compute a module's expensive results once per test session even when pytest-xdis
 
 `python(args, ...)` is `subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command
 that imports bert_tf anyway (a CLI, a driver, a bench module), without paying TensorFlow's import (seconds of CPU)
-per command. Each test process keeps one server interpreter per set of the environment variables TensorFlow reads at
-import (`IMPORT_ENV`): started with them, it imports bert_tf, hence TensorFlow, runs no op, and forks one child per
-command. A child runs the command as `python` would from a shell: `-m module` as `runpy` does with the working
+per command. Each test process keeps one server interpreter per module it preloads and set of the environment
+variables TensorFlow reads at import (`IMPORT_ENV`): started with them, it imports bert_tf, hence TensorFlow (or,
+for a command that must run without bert_tf, such as a SavedModel served as TF Serving would, only
+tensorflow_text), runs no op, and forks one child per command. A child runs the command as `python` would from a shell: `-m module` as `runpy` does with the working
 directory first on sys.path, `-c code`, or a script file such as an installed console script; with the command's own
 working directory, environment, argv, stdout and stderr; in a process group of its own, killed with what it started
 after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises). It ends as an interpreter ends,
@@ -13,8 +14,8 @@ short of the final teardown: an uncaught exception prints its traceback and exit
 their usual status, non-daemon threads and atexit handlers run first.
 
 What a fork cannot show, and the tests of it that need a fresh interpreter: what happens during the import itself
-(TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports), a process that must not import bert_tf (a
-SavedModel served without it), and a different string hash seed per command (children of one server share it).
+(TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports) and a different string hash seed per command
+(children of one server share it).
 
 `run_forked` runs a batch of commands, `parallel` at a time, on the same servers.
 
@@ -44,8 +45,9 @@ IMPORT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MA
               "OMP_NUM_THREADS")
 
 _SERVER = r"""
-import atexit, gc, json, os, select, signal, sys, threading, time, traceback
-import bert_tf  # noqa: F401  (TensorFlow, imported once for every command this server forks)
+import atexit, gc, importlib, json, os, select, signal, sys, threading, time, traceback
+importlib.import_module(sys.argv[1])  # bert_tf (hence TensorFlow), imported once for every command this server forks
+del sys.argv[1:]
 gc.freeze()  # the import's objects, out of every collection: a child's collections would write to (copy) their pages
 
 def child(command):
@@ -140,11 +142,11 @@ while reading or running:
 class _Server:
     """One server interpreter (see the module docstring) and the lock that gives one caller at a time its replies."""
 
-    def __init__(self, env):
+    def __init__(self, env, preload):
         self.work = tempfile.mkdtemp(prefix="bert_tf_forked_")
         self.log = os.path.join(self.work, "server.stderr")
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
+            self.process = subprocess.Popen([sys.executable, "-c", _SERVER, preload], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
                                             start_new_session=True)
         self.lock = threading.Lock()
@@ -189,11 +191,11 @@ _servers: dict = {}
 _servers_lock = threading.Lock()
 
 
-def _server(env):
-    key = tuple(env.get(name) for name in IMPORT_ENV)
+def _server(env, preload="bert_tf"):
+    key = (preload, *(env.get(name) for name in IMPORT_ENV))
     with _servers_lock:
         if key not in _servers or _servers[key].process.poll() is not None:
-            _servers[key] = _Server(env)
+            _servers[key] = _Server(env, preload)
         return _servers[key]
 
 
@@ -208,14 +210,15 @@ def _read(path, newline):
         return f.read()
 
 
-def python(args, *, cwd=ROOT, env=None, timeout=600):
+def python(args, *, cwd=ROOT, env=None, timeout=600, preload="bert_tf"):
     """`subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)`
-    for `args` that start with `-m`, `-c` or a script path, forked after bert_tf's import (the module docstring)."""
+    for `args` that start with `-m`, `-c` or a script path, forked after the import of `preload` (bert_tf, or
+    "tensorflow_text" for a command that must not have bert_tf in it; the module docstring)."""
     env = dict(os.environ if env is None else env)
+    args = [str(arg) for arg in args]
     if not args or (args[0].startswith("-") and args[0] not in ("-m", "-c")):
         raise ValueError(f"python() takes -m, -c or a script, not {args[:1]}")
-    args = [str(arg) for arg in args]
-    (status, out, err, timed_out), = _server(env).run(
+    (status, out, err, timed_out), = _server(env, preload).run(
         [dict(key=0, argv=args, cwd=cwd, env=env, timeout=timeout)], 1).values()
     command = [sys.executable, *args]
     stdout, stderr = _read(out, None), _read(err, None)  # universal newlines, as subprocess's text mode

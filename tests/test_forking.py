@@ -67,3 +67,12 @@ def test_a_timeout_raises_and_kills_what_the_command_started(tmp_path):
 def test_python_refuses_an_option_it_cannot_fork():
     with pytest.raises(ValueError, match="python\\(\\) takes -m, -c or a script, not \\['-X'\\]"):
         forking.python(["-X", "importtime", "-c", "pass"])
+
+
+@pytest.mark.parametrize("preload, present", [("bert_tf", True), ("tensorflow_text", False)])
+def test_a_command_has_what_its_server_preloaded_and_nothing_else_of_ours(preload, present):
+    """A SavedModel is served without bert_tf: its loader forks from a server that imported only tensorflow_text."""
+    code = "import sys; print(sorted({m.split('.')[0] for m in sys.modules} & {'bert_tf', 'tensorflow_text'}))"
+    forked = forking.python(["-c", code], env=ENV, preload=preload)
+    assert forked.returncode == 0, forked.stderr
+    assert forked.stdout.strip() == str(["bert_tf"] if present else ["tensorflow_text"])

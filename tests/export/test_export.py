@@ -5,8 +5,6 @@ PredictRequest protos run against the loaded signature."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -83,17 +81,17 @@ print(json.dumps({k: plain(v.tolist()) for k, v in outputs.items()}))
 
 
 def _load_elsewhere(export_dir, tmp_path, signature, inputs):
-    """Copy the export, then run a signature in a fresh process that imports only TF and tensorflow-text, with
-    `tf.saved_model.load` and with the session-based loader (the two must agree)."""
+    """Copy the export, then run a signature in a process that has imported only TF and tensorflow-text (forked from
+    one that imported them, tests/forking.py), with `tf.saved_model.load` and with the session-based loader (the two
+    must agree)."""
     copy = tmp_path / "copied"
     shutil.copytree(export_dir, copy)
     shutil.rmtree(export_dir)  # nothing may point back to where it was written
     script = tmp_path / "load.py"
     script.write_text(LOADER)
-    out = subprocess.run([sys.executable, str(script), json.dumps({"dir": str(copy), "signature": signature,
-                                                                   "inputs": inputs})],
-                         capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                         cwd=str(tmp_path))
+    out = forking.python([script, json.dumps({"dir": str(copy), "signature": signature, "inputs": inputs})],
+                         timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=str(tmp_path),
+                         preload="tensorflow_text")
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), copy
 
@@ -341,8 +339,8 @@ def test_saved_model_cli_shows_and_runs_the_classifier(finetuned, tmp_path):
     export_dir = str(tmp_path / "cls")
     export("classifier", export_dir, model_dir=str(finetuned / "model"))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    show = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show", "--all", "--dir",
-                           export_dir], capture_output=True, text=True, env=env, timeout=300)
+    show = forking.python(["-m", "tensorflow.python.tools.saved_model_cli", "show", "--all", "--dir", export_dir],
+                          env=env, timeout=300, preload="tensorflow_text")
     assert show.returncode == 0, show.stderr[-2000:]
     default = show.stdout.split("signature_def['serving_default']:")[1]
     for line in ("inputs['text_a'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)",
