@@ -350,3 +350,25 @@ def test_gemm_chain_times_the_encoders_gemms_against_the_floor_of_their_flops(mo
     seconds, floor = profile.gemm_chain(config, 2, 16, "fp32", repeats=1)
     assert seconds > 0
     assert floor == pytest.approx((encoder_flops(config, 2, 16) - 2 * 2 * 128 * 128) / 2e9)
+
+
+def test_optimizer_step_builds_each_optimizer_it_compares():
+    """bench.optimizer_step's callables on two small variables: each update and each first update runs (a changed
+    create_optimizer or Keras AdamW signature fails here). Twice each: the warmup's first rate is 0."""
+    import keras
+    import numpy as np
+
+    from bench import optimizer_step
+
+    variables = [keras.Variable(np.ones((3, 2), "float32"), name="kernel"),
+                 keras.Variable(np.ones(2, "float32"), name="bias")]
+    for kind in ("keras_adamw", "adamw", "original_adamw"):
+        before = variables[0].numpy()
+        first_update = optimizer_step.first_update_fn(kind, variables)
+        first_update(), first_update()
+        assert not np.array_equal(variables[0].numpy(), before), kind
+    for kind in ("adamw", "original_adamw"):
+        before = variables[1].numpy()
+        update = optimizer_step.update_fn(kind, variables)
+        update(), update()
+        assert not np.array_equal(variables[1].numpy(), before), kind
