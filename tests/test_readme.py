@@ -13,11 +13,11 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 import tomllib
 
 import pytest
+
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "BENCHMARKS.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs",
@@ -126,11 +126,11 @@ def uses_argparse(module):
 
 @pytest.fixture(scope="module")
 def tool_flags():
-    """{module: set of flags it accepts}: absl tools are imported (one fresh process for all) and their flags read
+    """{module: set of flags it accepts}: absl tools are imported (in one forked process for all) and their flags read
     from absl; argparse tools build their parser inside main(), so theirs are read from their `add_argument`s."""
     modules = sorted(m for m in set(tool_modules().values()) if not uses_argparse(m))
-    proc = subprocess.run([sys.executable, "-c", FLAG_LISTER, *modules], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = forking.python(["-c", FLAG_LISTER, *modules], cwd=ROOT, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = json.loads(proc.stdout.strip().splitlines()[-1])
     builtin = set(listed["builtin"])

@@ -11,6 +11,7 @@ import pytest
 
 from bert_tf import BertClassifier, BertConfig, BertEncoder, checkpoints
 from bert_tf.checkpoints import CheckpointError
+from tests import forking
 
 import tf_keras  # noqa: E402,F401  (test requirements; missing them must fail, not skip)
 from official.legacy.bert import configs as garden_configs  # noqa: E402
@@ -55,10 +56,15 @@ def _export(root, name, checkpoint, hidden_act="gelu"):
 
 @pytest.fixture(scope="module")
 def garden(tmp_path_factory):
-    """Model Garden's two BERT encoders as checkpoints, the first also as its TF Hub SavedModel, and their outputs."""
+    """Model Garden's two BERT encoders as checkpoints, the first also as its TF Hub SavedModel, and their outputs:
+    made once per session, by whichever xdist worker asks first."""
+    return forking.once_per_session(tmp_path_factory, "garden", _make_garden)
+
+
+def _make_garden(root):
     import tensorflow as tf
 
-    root, batch = tmp_path_factory.mktemp("garden"), _batch()
+    batch = _batch()
     v1 = _perturbed(export_tfhub_lib.get_bert_encoder(garden_configs.BertConfig(**SIZES)), batch, 0)
     v2 = _perturbed(networks.BertEncoderV2(vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
                                            inner_dim=64, max_sequence_length=40, type_vocab_size=2), batch, 1)
