@@ -5,13 +5,13 @@ compute a module's expensive results once per test session even when pytest-xdis
 that imports bert_tf anyway (a CLI, a driver, a bench module), without paying TensorFlow's import (seconds of CPU)
 per command. Each test process keeps one server interpreter per module it preloads and set of the environment
 variables TensorFlow reads at import (`IMPORT_ENV`): started with them, it imports bert_tf, hence TensorFlow (or,
-for a command that must run without bert_tf, such as a SavedModel served as TF Serving would, only
-tensorflow_text), runs no op, and forks one child per command. A child runs the command as `python` would from a shell: `-m module` as `runpy` does with the working
-directory first on sys.path, `-c code`, or a script file such as an installed console script; with the command's own
-working directory, environment, argv, stdout and stderr; in a process group of its own, killed with what it started
-after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises). It ends as an interpreter ends,
-short of the final teardown: an uncaught exception prints its traceback and exits 1, `sys.exit` and signals give
-their usual status, non-daemon threads and atexit handlers run first.
+for a command that must run without bert_tf, such as a SavedModel served as TF Serving would, only tensorflow_text),
+runs no op, and forks one child per command. A child runs the command as `python` would from a shell: `-m module` as
+`runpy` does with the working directory first on sys.path, `-c code`, or a script file such as an installed console
+script; with the command's own working directory, environment, argv, stdout and stderr; in a process group of its
+own, killed with what it started after `timeout` seconds (`subprocess.TimeoutExpired`, as `subprocess.run` raises).
+It ends as an interpreter ends, short of the final teardown: an uncaught exception prints its traceback and exits 1,
+`sys.exit` and signals give their usual status, non-daemon threads and atexit handlers run first.
 
 What a fork cannot show, and the tests of it that need a fresh interpreter: what happens during the import itself
 (TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports) and a different string hash seed per command
@@ -46,7 +46,7 @@ IMPORT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MA
 
 _SERVER = r"""
 import atexit, gc, importlib, json, os, select, signal, sys, threading, time, traceback
-importlib.import_module(sys.argv[1])  # bert_tf (hence TensorFlow), imported once for every command this server forks
+importlib.import_module(sys.argv[1])  # bert_tf or tensorflow_text: TensorFlow, once for every command forked here
 del sys.argv[1:]
 gc.freeze()  # the import's objects, out of every collection: a child's collections would write to (copy) their pages
 

@@ -339,7 +339,6 @@ def test_the_training_loop_traces_its_step_once(tiny_config, tmp_path):
     """`training.train` traces the model's step once: Keras's first-step state (a span model's tracker per loss,
     the optimizer's slots) is made before the trace, which tf.function would otherwise redo. The pretrainer, whose
     loss is its own, and a two-loss span model, each trained 3 steps from one trace."""
-    import keras
     import tensorflow as tf
 
     from bert_tf import BertPretrainer, BertSpanQA, training
