@@ -26,7 +26,8 @@ flags.DEFINE_integer("repeats", 5, "Interleaved timing rounds.")
 
 
 def _optimizer(kind: str, variables):
-    """One of `create_optimizer`'s, or "keras_adamw": Keras's AdamW with the same settings, built."""
+    """One of `create_optimizer`'s, or "keras_adamw": Keras's AdamW with the same settings, built; and random
+    gradients for `variables`."""
     import keras
 
     from bert_tf.optimization import NO_DECAY_PATTERN, create_optimizer, warmup_linear_decay
@@ -38,12 +39,11 @@ def _optimizer(kind: str, variables):
     else:
         opt = create_optimizer(1e-4, 1000, 100, optimizer=kind)
     opt.build(variables)
-    return opt
+    return opt, [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
 
 
 def update_fn(kind: str, variables):
-    opt = _optimizer(kind, variables)
-    grads = [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
+    opt, grads = _optimizer(kind, variables)
 
     @tf.function
     def step():
@@ -54,8 +54,7 @@ def update_fn(kind: str, variables):
 
 def first_update_fn(kind: str, variables):
     """A callable that makes a fresh `tf.function` of the update and calls it once: trace, graph optimization, run."""
-    opt = _optimizer(kind, variables)
-    grads = [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
+    opt, grads = _optimizer(kind, variables)
     return lambda: tf.function(lambda: opt.apply(grads, variables), autograph=False)() and None
 
 

@@ -154,12 +154,9 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
         super().__init__(*args, amsgrad=False, **kwargs)
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # Keras makes the update's scalars again for every variable, a fifth of the ops of a traced training step
-        # (and tracing is most of a short run's time); they are made here once per dtype for the whole step.
-        scalars = {}
-        for _, variable in grads_and_vars:
-            if variable.dtype not in scalars:
-                scalars[variable.dtype] = self._scalars(variable.dtype)
+        # Keras makes the update's scalars again for every variable, ops that every trace of a training step pays
+        # for; they are made here once per dtype for the whole step.
+        scalars = {dtype: self._scalars(dtype) for dtype in {variable.dtype for _, variable in grads_and_vars}}
         for gradient, variable in grads_and_vars:
             distribution.extended.update(variable, self._update, args=(gradient, learning_rate,
                                                                        scalars[variable.dtype]), group=False)

@@ -112,7 +112,6 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
         # several-output model), and tf.function, having seen variables made while tracing the loop, would trace
         # it all again: it is made here from the input's shapes, as Keras's own `fit` does under a strategy.
         model._symbolic_build(data_batch=_replica_batch_spec(iterator))
-        model.optimizer.build(model.trainable_variables)
     # The optimizers' slots look alike (AdamW's and the original's have the same two moments), so the checkpoint
     # names the optimizer that wrote it, and resuming with another one is refused instead of silently mixing them.
     with tf.device("/cpu:0"):
