@@ -80,8 +80,9 @@ def test_model_fit_traces_the_training_step_once_and_trains(tiny_config):
 
 @pytest.mark.parametrize("kind", ["original_adamw", "adamw"])
 def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
-    """The optimizer's constants, β powers and scheduled rate are made once per step: doubling the variables adds
-    none of their ops to the traced update (the per-variable arithmetic is checked against the references above)."""
+    """The optimizer's constants, β powers and scheduled rate are made once per step, and the original's update
+    arithmetic once per variable shape: doubling the variables adds none of their ops to the traced update (the
+    per-variable arithmetic is checked against the references above)."""
     import keras
     import tensorflow as tf
 
@@ -94,7 +95,7 @@ def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
         opt.build(variables)
         graph = tf.function(lambda: opt.apply(grads, variables), autograph=False).get_concrete_function().graph
         nodes = [n.op for f in graph.as_graph_def().library.function for n in f.node_def]
-        return {op: nodes.count(op) for op in ("Const", "Pow", "Less", "SelectV2", "Minimum")}
+        return {op: nodes.count(op) for op in ("Const", "Pow", "Less", "SelectV2", "Minimum", "Sqrt", "RealDiv")}
 
     # Const: only the global norm's reduction axes, one per variable
     four, eight = ops(4), ops(8)
