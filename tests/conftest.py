@@ -17,6 +17,17 @@ import pytest
 from bert_tf import BertConfig
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test starts from the session's environment: a library that sets a variable for itself (Dask's cluster sets
+    PYTHONHASHSEED and OMP_NUM_THREADS) would otherwise pass it to every later command of this worker."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def tiny_config():
     """2 layers, H=32, 4 heads, vocab 99: small enough for exact checks in milliseconds."""

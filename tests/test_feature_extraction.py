@@ -25,7 +25,7 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
                           f"--output_file={tmp_path}/features.jsonl", f"--vocab_file={minilm_dir}/vocab.txt",
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
                           "--layers=-1,-2,-7", "--max_seq_length=24", "--batch_size=2"],  # -7: embeddings
-                         cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                         cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "features.jsonl").read_text().splitlines()]
     assert [r["linex_index"] for r in records] == [0, 1, 2]  # the blank line is skipped

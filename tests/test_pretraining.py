@@ -401,7 +401,7 @@ def _cli(data, output_dir, *extra, steps=200):
 
 
 def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def _weights(prefix):

@@ -117,7 +117,7 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
     common = ["--task_name=MRPC", f"--data_dir={data}", f"--vocab_file={minilm_dir}/vocab.txt",
               f"--bert_config_file={minilm_dir}/config.json", "--max_seq_length=32", "--train_batch_size=16",
               "--learning_rate=1e-4", "--num_train_epochs=2", "--do_train", "--do_eval"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     pretrained = forking.python(["-m", "bert_tf.cli.run_classifier", *common, "--do_predict",
                                  f"--init_checkpoint={minilm_dir}", f"--output_dir={tmp_path / 'pre'}"],
                                 env=env, cwd=ROOT, timeout=600)
@@ -242,7 +242,7 @@ def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
                           "--max_seq_length=40", "--train_batch_size=8", "--learning_rate=1e-4",
                           "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"],
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), cwd=ROOT, timeout=600)
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
     print(f"SWAG-format task: dev accuracy {float(results['eval_accuracy']):.3f} (chance 0.25)")

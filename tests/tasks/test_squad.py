@@ -127,7 +127,7 @@ def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
                           "--do_train", f"--train_file={train}", "--do_predict", f"--predict_file={dev}",
                           "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=1e-4",
                           "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"],
-                         cwd=ROOT, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                         cwd=ROOT, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
     print(f"SQuAD-format year task: exact {float(results['exact']):.1f}, f1 {float(results['f1']):.1f}")
