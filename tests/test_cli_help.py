@@ -55,8 +55,8 @@ def run(command, cwd=ROOT, env=None):
 
 # The console scripts whose --help runs in a fresh interpreter, so that TensorFlow's start-up lines would show on
 # its stderr: one entry per package a command's module lives in (data_gen's build_vocab and a bert_tf.cli command
-# run fresh below too). The others' --help is forked after the import (tests/forking.py): a bert_tf.cli module
-# imports bert_tf, which sets the filter, before anything else.
+# run fresh below too). The others' --help and --helpfull are forked after the import (tests/forking.py): a
+# bert_tf.cli module imports bert_tf, which sets the filter, before anything else.
 FRESH_HELP = ("create_pretraining_data", "export_saved_model")
 
 
@@ -76,19 +76,21 @@ def _run_all(work):
     (corpus / "text.txt").write_text("\n".join(f"Sentence number {i} says that the model reads words and pieces."
                                                for i in range(200)) + "\n", encoding="utf-8")
     commands = {("help", name): [os.path.join(BIN, name), "--help"] for name in FRESH_HELP}
-    commands[("helpfull", "run_swag")] = [os.path.join(BIN, "run_swag"), "--helpfull"]
-    commands[("helpfull", "bert_tf_quickstart")] = [os.path.join(BIN, "bert_tf_quickstart"), "--helpfull"]
     commands[("module", "run_pretraining")] = [sys.executable, "-m", "bert_tf.cli.run_pretraining", "--help"]
     commands[("run", "build_vocab")] = [os.path.join(BIN, "build_vocab"), f"--input_file={corpus / 'text.txt'}",
                                         f"--output_file={corpus / 'vocab.txt'}", "--vocab_size=200"]
-    forked = [dict(id=name, path=os.path.join(BIN, name), args=["--help"], cwd=ROOT)
-              for name in scripts if name not in FRESH_HELP]
+    forked = {("help", name): "--help" for name in scripts if name not in FRESH_HELP}
+    forked.update({("helpfull", name): "--helpfull" for name in ("run_swag", "bert_tf_quickstart")})
+    runs = [dict(id=f"{kind}-{name}", path=os.path.join(BIN, name), args=[flag], cwd=ROOT)
+            for (kind, name), flag in forked.items()]
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
         futures = {key: pool.submit(run, command) for key, command in commands.items()}
-        helps = pool.submit(forking.run_forked, forked, str(work), parallel=4, timeout=240, env=default_env())
+        helps = pool.submit(forking.run_forked, runs, str(work), parallel=4, timeout=240, env=default_env())
         done = {key: future.result() for key, future in futures.items()}
-    for name, (code, stdout, stderr) in helps.result().items():
-        done[("help", name)] = subprocess.CompletedProcess([os.path.join(BIN, name), "--help"], code, stdout, stderr)
+    results = helps.result()
+    for (kind, name), flag in forked.items():
+        code, stdout, stderr = results[f"{kind}-{name}"]
+        done[(kind, name)] = subprocess.CompletedProcess([os.path.join(BIN, name), flag], code, stdout, stderr)
     return done
 
 
