@@ -230,11 +230,17 @@ def python(args, *, cwd=ROOT, env=None, timeout=600, preload="bert_tf"):
 
 
 def run_forked(commands, work, parallel=4, timeout=240, env=None):
-    """Runs each command of `commands` (dicts with `id`, `args`, `cwd` and either `module` or `path`) forked after
-    bert_tf's import, `parallel` at a time; returns {id: (exit status, stdout, stderr)}, the output with carriage
-    returns kept (a progress bar's redraws). A command still running after `timeout` seconds is killed (-9)."""
+    """Runs each command of `commands` (dicts with `id`, `args`, `cwd`, either `module` or `path`, and optionally
+    its own `env`) forked after bert_tf's import, `parallel` at a time; returns {id: (exit status, stdout,
+    stderr)}, the output with carriage returns kept (a progress bar's redraws). A command still running after
+    `timeout` seconds is killed (-9). A command's own environment may differ from `env` only in variables that are
+    not read at import (`IMPORT_ENV`), since all of them run on `env`'s server."""
     env = dict(env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
-    runs = [dict(key=command["id"], cwd=command["cwd"], env=env, timeout=timeout,
+    for command in commands:
+        differ = [name for name in IMPORT_ENV if command.get("env", env).get(name) != env.get(name)]
+        if differ:
+            raise ValueError(f"command {command['id']}: {', '.join(differ)} not as in the server's environment")
+    runs = [dict(key=command["id"], cwd=command["cwd"], env=command.get("env", env), timeout=timeout,
                  argv=["-m", command["module"], *command["args"]] if command.get("module") else
                  [command["path"], *command["args"]]) for command in commands]
     done = _server(env).run(runs, parallel)

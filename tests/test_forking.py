@@ -76,3 +76,20 @@ def test_a_command_has_what_its_server_preloaded_and_nothing_else_of_ours(preloa
     forked = forking.python(["-c", code], env=ENV, preload=preload)
     assert forked.returncode == 0, forked.stderr
     assert forked.stdout.strip() == str(["bert_tf"] if present else ["tensorflow_text"])
+
+
+def test_run_forked_runs_commands_together_each_with_its_own_environment(tmp_path):
+    """Two commands that each wait for the other's file (so they must run at the same time), each reading its own
+    variable; a command whose import-time variables differ from the server's is refused."""
+    wait_for = ("import os, sys, time\nopen(os.environ['MINE'], 'w').close()\n"
+                "while not os.path.exists(os.environ['OTHER']): time.sleep(0.01)\nprint(os.environ['MINE'])")
+    script = tmp_path / "meet.py"
+    script.write_text(wait_for)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    commands = [dict(id=name, path=str(script), args=[], cwd=str(tmp_path), env=dict(ENV, MINE=mine, OTHER=other))
+                for name, mine, other in (("a", a, b), ("b", b, a))]
+    done = forking.run_forked(commands, str(tmp_path), parallel=2, timeout=60, env=ENV)
+    assert {key: (status, out.strip()) for key, (status, out, _) in done.items()} == {"a": (0, a), "b": (0, b)}
+    louder = [dict(commands[0], env=dict(ENV, TF_CPP_MIN_LOG_LEVEL="0"))]
+    with pytest.raises(ValueError, match="command a: TF_CPP_MIN_LOG_LEVEL not as in the server's environment"):
+        forking.run_forked(louder, str(tmp_path), env=ENV)

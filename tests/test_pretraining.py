@@ -572,16 +572,15 @@ def test_multi_worker_mirrored_two_local_workers_train_together_and_resume(data,
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
 
     def run_workers(steps):
-        procs = []
-        for index in range(2):
-            env = dict(_env(), TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-            procs.append(subprocess.Popen(_cli(data, tmp_path / "mw", "--strategy=multi_worker",
-                                               "--num_warmup_steps=5", steps=steps),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                          cwd=ROOT))
-        outs = [p.communicate(timeout=400)[1] for p in procs]
-        for p, err in zip(procs, outs):
-            assert p.returncode == 0, err[-3000:]
+        args = _cli(data, tmp_path / "mw", "--strategy=multi_worker", "--num_warmup_steps=5", steps=steps)[3:]
+        workers = [dict(id=f"worker_{index}_{steps}", module="bert_tf.cli.run_pretraining", args=args, cwd=ROOT,
+                        env=dict(_env(), TF_CONFIG=json.dumps({"cluster": cluster,
+                                                               "task": {"type": "worker", "index": index}})))
+                   for index in range(2)]
+        done = forking.run_forked(workers, str(tmp_path), parallel=2, timeout=400, env=_env())
+        outs = [done[worker["id"]][2] for worker in workers]
+        for worker, err in zip(workers, outs):
+            assert done[worker["id"]][0] == 0, err[-3000:]
         return outs
 
     first = run_workers(10)

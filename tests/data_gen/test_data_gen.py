@@ -17,6 +17,7 @@ import pytest
 from data_gen.documents import CorpusError, read_documents, windows
 from data_gen.instances import NspBalance, Sentences, pairs_from_document, truncate
 from data_gen.masking import MaskingVocab, mask_tokens, num_to_predict
+from tests import forking
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENS = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(200)] + [
@@ -536,14 +537,14 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
     cmd = [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={corpus}",
            f"--output_file={tmp_path}/out/a.tfrecord,{tmp_path}/out/b.tfrecord", f"--vocab_file={vocab_file}",
            "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2", "--random_seed=3"]
-    ok = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    ok = forking.python(cmd[1:], env=env, cwd=ROOT, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "instances" in ok.stdout and (tmp_path / "out" / "b.tfrecord").exists()
     bad_vocab = tmp_path / "vocab.txt"
     bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
     cmd[4] = f"--output_file={tmp_path}/bad/"
     cmd[5] = f"--vocab_file={bad_vocab}"
-    bad = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    bad = forking.python(cmd[1:], env=env, cwd=ROOT, timeout=300)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "create_pretraining_data: error:" in bad.stderr and "[MASK]" in bad.stderr
     assert not (tmp_path / "bad").exists()
