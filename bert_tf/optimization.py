@@ -225,10 +225,10 @@ class OriginalAdamW(AdamW):
                          scalars["epsilon"], decay)
 
 
-# One variable's update as a function of its own, traced once per variable shape and dtype: a training step's graph
-# holds one call per variable instead of the ~20 ops of its update, which every trace of the step would otherwise
-# build op by op. TensorFlow inlines the calls before it runs the graph, so the arithmetic is the same. It takes the
-# variables' handles (under a distribution strategy, this device's copies) rather than the variables.
+# One variable's update as a function of its own, traced once per variable shape, dtype and decay or not: a training
+# step's graph holds one call per variable instead of the ~20 ops of its update, which every trace of the step would
+# otherwise build op by op. TensorFlow inlines the calls before it runs the graph, so the arithmetic is the same. It
+# takes the variables' handles (under a distribution strategy, this device's copies) rather than the variables.
 @tf.function(autograph=False)
 def _original_update(variable, m, v, gradient, learning_rate, beta_1, one_minus_beta_1, beta_2, one_minus_beta_2,
                      epsilon, weight_decay):

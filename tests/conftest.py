@@ -23,9 +23,9 @@ def _environment_restored():
     PYTHONHASHSEED and OMP_NUM_THREADS) would otherwise pass it to every later command of this worker."""
     saved = dict(os.environ)
     yield
-    if os.environ != saved:
-        os.environ.clear()
-        os.environ.update(saved)
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    os.environ.update(saved)
 
 
 @pytest.fixture
