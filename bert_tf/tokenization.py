@@ -317,22 +317,20 @@ class BertTokenizerLayer(keras.layers.Layer):
     def split_words(self, text, with_offsets=True):
         """Steps 1-3: normalised words ragged [batch, (words)], and their start and end offsets in input bytes
         (None, None with `with_offsets=False`, which takes a faster path)."""
-        import tensorflow_text as tf_text
-
         if not with_offsets:  # fast path, whole lines at a time
             return self._split_normalized(self._normalize_lines(text)), None, None
         text = _drop_invalid_utf8(text)
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
         # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
-        tokens, starts, ends = tf_text.regex_split_with_offsets(text, f"{_SPACE}+|{_CJK}", _CJK)
+        tokens, starts, ends = _regex_split_with_offsets(text, f"{_SPACE}+|{_CJK}", _CJK)
         flat = tokens.flat_values
         norm = self._normalize(flat)
-        words = tf_text.regex_split(norm, _PUNCT, _PUNCT)
+        words = _regex_split_with_offsets(norm, _PUNCT, _PUNCT)[0]
         # Offsets: split the raw tokens the same way; where a token yields as many pieces raw as normalised (all but
         # contrived cases), piece k's raw span is piece k's span, else every piece gets the whole token's span.
-        raw, r_starts, r_ends = tf_text.regex_split_with_offsets(flat, _PUNCT, _PUNCT)
-        row = words.value_rowids()
+        raw, r_starts, r_ends = _regex_split_with_offsets(flat, _PUNCT, _PUNCT)
+        row = row_ids(words)
         k = tf.range(tf.size(words.flat_values, out_type=tf.int64)) - tf.gather(words.row_splits, row)
         aligned = tf.gather(tf.equal(words.row_lengths(), raw.row_lengths()), row)
         index = tf.minimum(tf.gather(raw.row_splits, row) + k, tf.maximum(tf.size(raw.flat_values,
@@ -352,7 +350,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         words, starts, ends = self.split_words(text)
         flat, too_long = _cap_long_words(words.flat_values)
         ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(flat)
-        row = ids.value_rowids()
+        row = row_ids(ids)
         word_start, word_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
         # Inside a word, piece offsets are exact when normalisation kept its bytes (the ASCII case among others).
         same_length = tf.equal(ends.flat_values - starts.flat_values, tf.cast(tf.strings.length(flat), tf.int64))
@@ -361,7 +359,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         # "deja"), character k of the normalised word is character k of the input word, so a piece's span maps
         # through character counts; the original's answer text (get_final_text) maps pieces back the same way.
         clean = _drop_invalid_utf8(text)
-        original = tf.strings.substr(tf.gather(clean, words.value_rowids()), starts.flat_values,
+        original = tf.strings.substr(tf.gather(clean, row_ids(words)), starts.flat_values,
                                      ends.flat_values - starts.flat_values)
         same_chars = tf.gather(tf.equal(tf.strings.length(original, unit="UTF8_CHAR"),
                                         tf.strings.length(flat, unit="UTF8_CHAR")) & ~too_long, row)
@@ -410,6 +408,26 @@ class BertTokenizerLayer(keras.layers.Layer):
         config = super().get_config()
         config.update(vocab=self.vocab, do_lower_case=self.do_lower_case)
         return config
+
+
+def _regex_split_with_offsets(strings, delimiter: str, keep: str):
+    """`tf_text.regex_split_with_offsets` on strings [n] -> (pieces, starts, ends) ragged [n, (pieces)], without the
+    run-time validation of the row splits its op has just made: ~200 ops per call in every graph that tokenizes,
+    to trace and optimise, for none of the op's own work. The op and its pattern groups are tf-text's own."""
+    from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
+
+    pieces, starts, ends, splits = gen_regex_split_ops.regex_split_with_offsets(strings, f"({delimiter})", f"({keep})")
+    return tuple(tf.RaggedTensor.from_row_splits(values, splits, validate=False) for values in (pieces, starts, ends))
+
+
+def row_ids(ragged):
+    """`ragged.value_rowids()`, the row of each value, in a handful of ops (TensorFlow's repeats the row numbers
+    through ~70 ops, which every graph that tokenizes would trace and optimise per call site): a count of the rows
+    that start at each value, summed up to it."""
+    splits = ragged.row_splits
+    size = splits[-1]
+    starts = splits[1:-1]  # where rows 1, 2, ... start; several at one value where rows are empty
+    return tf.cumsum(tf.math.unsorted_segment_sum(tf.ones_like(starts), starts, size + 1)[:size])
 
 
 def merge_words(pieces):

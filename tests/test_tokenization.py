@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import BertWordPieceTokenizer
 
 from bert_tf.tokenization import (BertTokenizerLayer, FullTokenizer, VocabError, pack_inputs, pack_inputs_graph,
-                                  truncate_pair)
+                                  row_ids, truncate_pair)
 
 HAND_PICKED = [
     "Hello, World! unaffable", "can´t stop",  # U+00B4 inside a word: tf-text's NFKC case folding splits it
@@ -196,6 +196,18 @@ def test_offsets_point_into_the_input(tokenizers):
     # accents stripped from precomposed letters keep the character count: pieces map through characters
     assert spans[4] == ["dé", "jà", "Ün", "ter", "wald"]
     assert ids.to_list()[0] == tokenizers[0].convert_tokens_to_ids(tokenizers[0].tokenize(texts[0]))
+
+
+@pytest.mark.parametrize("lengths", [[2, 0, 1], [0, 0, 3, 0], [0], [4], [1, 1, 1], []])
+def test_row_ids_equal_tensorflows_and_build_few_ops(lengths):
+    """The row of each value, as `value_rowids()`, with empty rows first, inside and last; the offsets path
+    calls it several times per graph, so its op count is the point."""
+    ragged = tf.RaggedTensor.from_row_lengths(tf.range(sum(lengths)), tf.constant(lengths, tf.int64))
+    assert row_ids(ragged).numpy().tolist() == ragged.value_rowids().numpy().tolist()
+    spec = tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)
+    ops = tf.function(row_ids).get_concrete_function(spec).graph.get_operations()
+    slow = tf.function(lambda r: r.value_rowids()).get_concrete_function(spec).graph.get_operations()
+    assert len(ops) < 30 and 2 * len(ops) < len(slow)
 
 
 def test_layer_serializes_without_the_vocab_file(vocab_file, tmp_path):

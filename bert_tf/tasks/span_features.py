@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.tasks import windows
-from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.tokenization import pack_inputs_graph, row_ids
 
 SPACES = (32, 9, 13, 10, 0x202F)  # the original's _is_whitespace in read_squad_examples
 
@@ -34,7 +34,7 @@ def _word_of_char(context):
     starts = tf.cast(~space & previous_space, tf.int64)
     total = tf.cumsum(starts)
     before_row = tf.gather(tf.concat([[0], total], 0), chars.row_splits[:-1])
-    return chars, char_bytes, total - tf.gather(before_row, chars.value_rowids()) - 1
+    return chars, char_bytes, total - tf.gather(before_row, row_ids(chars)) - 1
 
 
 def span_features(tokenizer, cls_id: int, sep_id: int, question, context, *, seq_length: int,
@@ -63,8 +63,8 @@ def span_features(tokenizer, cls_id: int, sep_id: int, question, context, *, seq
     # the word of every piece: the word of the character at the piece's first byte
     chars, char_bytes, char_word = _word_of_char(context)
     base = tf.cast(tf.cumsum(tf.strings.length(context), exclusive=True), tf.int64)  # each context's first byte
-    char_global = char_bytes.flat_values + tf.gather(base, char_bytes.value_rowids())
-    piece_global = piece_start.flat_values + tf.gather(base, piece_start.value_rowids())
+    char_global = char_bytes.flat_values + tf.gather(base, row_ids(char_bytes))
+    piece_global = piece_start.flat_values + tf.gather(base, row_ids(piece_start))
     char_index = tf.searchsorted(char_global, piece_global, side="left", out_type=tf.int64)
     piece_word = doc.with_flat_values(tf.gather(tf.concat([char_word, [0]], 0), char_index))
     index = windows.global_index(doc, example, first, seq_length)
@@ -82,16 +82,20 @@ def span_features(tokenizer, cls_id: int, sep_id: int, question, context, *, seq
         return tf.gather(tf.concat([char_word, [0]], 0), at)
 
     start_word, end_word = word_at(answer_start), word_at(answer_end)
-    count = lambda mask: tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)  # noqa: E731
-    a = count(piece_word < start_word[:, None])  # the start word's first piece
-    b = count(piece_word <= end_word[:, None]) - 1  # the end word's last piece
+    # per example, pieces before the start word and up to the end word, on the flat pieces (a ragged comparison
+    # with [batch, 1] would build several hundred broadcasting ops)
+    piece_row = row_ids(doc)
+    count = lambda mask: tf.math.unsorted_segment_sum(  # noqa: E731
+        tf.cast(mask, tf.int64), piece_row, tf.size(answer_start, tf.int64))
+    a = count(piece_word.flat_values < tf.gather(start_word, piece_row))  # the start word's first piece
+    b = count(piece_word.flat_values <= tf.gather(end_word, piece_row)) - 1  # the end word's last piece
     # _improve_answer_span: the first s in [a, b - L + 1] whose L pieces are the answer text's L pieces
     target = tokenizer(answer_text)
     size = target.row_lengths()
     candidates = tf.ragged.range(a, tf.maximum(a, tf.where(size > 0, b - size + 2, a)))
-    candidate_row, candidate_s = candidates.value_rowids(), candidates.flat_values
+    candidate_row, candidate_s = row_ids(candidates), candidates.flat_values
     inner = tf.ragged.range(tf.gather(size, candidate_row))
-    owner, i = inner.value_rowids(), inner.flat_values
+    owner, i = row_ids(inner), inner.flat_values
     row = tf.gather(candidate_row, owner)
     equal = tf.equal(tf.gather(doc.flat_values, tf.gather(doc.row_splits, row) + tf.gather(candidate_s, owner) + i),
                      tf.gather(target.flat_values, tf.gather(target.row_splits, row) + i))

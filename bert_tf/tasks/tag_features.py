@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.tasks import windows
-from bert_tf.tokenization import merge_words, pack_inputs_graph
+from bert_tf.tokenization import merge_words, pack_inputs_graph, row_ids
 
 
 def tag_windows(pieces, seq_length: int, doc_stride: int, cls_id: int, sep_id: int, word_tags=None,
@@ -53,12 +53,12 @@ def tag_windows(pieces, seq_length: int, doc_stride: int, cls_id: int, sep_id: i
     where = tf.where(windows.max_context(example, start, length, width))
     owner = tf.scatter_nd(tf.gather_nd(index, where)[:, None], where + [[0, 1]], tf.stack([total, 2]))
     read = tf.gather(owner, first_piece)
-    out["read_window"] = tf.RaggedTensor.from_row_splits(read[:, 0], pieces.row_splits)
-    out["read_position"] = tf.RaggedTensor.from_row_splits(read[:, 1], pieces.row_splits)
+    out["read_window"] = tf.RaggedTensor.from_row_splits(read[:, 0], pieces.row_splits, validate=False)
+    out["read_position"] = tf.RaggedTensor.from_row_splits(read[:, 1], pieces.row_splits, validate=False)
 
     if word_tags is not None:
         tags = tf.cast(word_tags.flat_values, tf.int64)  # [words]
-        word_of_piece = pieces.values.value_rowids()  # [pieces]
+        word_of_piece = row_ids(pieces.values)  # [pieces]
         is_first = tf.scatter_nd(first_piece[:, None], tf.ones_like(first_piece, tf.bool), [total])
         tag = tf.gather(tags, word_of_piece)
         if label_all_subtokens:
@@ -86,7 +86,8 @@ def word_pieces(tokenizer, words, unk_id: int):
     nothing (control characters only) becomes `[UNK]`, so that every word has a piece to carry its tag."""
     ids = tf.cast(tokenizer(words), tf.int64)
     n = tf.size(words, out_type=tf.int64)
-    unk = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(unk_id, tf.int64)), tf.ones([n], tf.int64))
+    unk = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(unk_id, tf.int64)), tf.ones([n], tf.int64),
+                                           validate=False)
     keep = tf.maximum(ids.row_lengths(), 1)
     return tf.ragged.boolean_mask(tf.concat([ids, unk], axis=1), tf.ragged.range(ids.row_lengths() + 1) < keep[:, None])
 

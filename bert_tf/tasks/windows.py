@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_tf.tokenization import row_ids
+
 
 def plan(lengths, room, stride: int):
     """Windows of every example: (example index, first piece, number of pieces), each int64 [windows].
@@ -22,8 +24,8 @@ def plan(lengths, room, stride: int):
     room = tf.broadcast_to(tf.cast(room, tf.int64), tf.shape(lengths, out_type=tf.int64))
     step = tf.minimum(room, stride)
     count = tf.where(lengths <= room, tf.ones_like(lengths), (lengths - room + step - 1) // step + 1)
-    example = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)
-    k = tf.ragged.range(count).flat_values
+    windows = tf.ragged.range(count)  # [examples, (windows)]: k, the window's number in its example
+    example, k = row_ids(windows), windows.flat_values
     start = k * tf.gather(step, example)
     length = tf.minimum(tf.gather(lengths, example) - start, tf.gather(room, example))
     return example, start, length
