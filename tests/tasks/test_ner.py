@@ -166,7 +166,7 @@ def test_run_ner_cli_tags_entities(minilm_dir, tmp_path):
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
                           "--max_seq_length=32", "--train_batch_size=16", "--learning_rate=2e-4",
-                          "--num_train_epochs=3", f"--output_dir={tmp_path / 'out'}"],
+                          "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"],
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())

@@ -125,8 +125,8 @@ def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
     out = forking.python(["-m", "bert_tf.cli.run_squad", f"--vocab_file={minilm_dir}/vocab.txt",
                           f"--bert_config_file={minilm_dir}/config.json", f"--init_checkpoint={minilm_dir}",
                           "--do_train", f"--train_file={train}", "--do_predict", f"--predict_file={dev}",
-                          "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=1e-4",
-                          "--num_train_epochs=2", f"--output_dir={tmp_path / 'out'}"],
+                          "--max_seq_length=64", "--doc_stride=32", "--train_batch_size=16", "--learning_rate=2e-4",
+                          "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"],
                          cwd=ROOT, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
@@ -146,7 +146,7 @@ def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
     train = _year_task(tmp_path / "train.json", 150, 0, version_2=True)
     dev = _year_task(tmp_path / "dev.json", 30, 1, version_2=True)
     options = SquadOptions(do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64,
-                           doc_stride=32, train_batch_sizes=16, learning_rates=(1e-4,), num_train_epochs=2,
+                           doc_stride=32, train_batch_sizes=16, learning_rates=(2e-4,), num_train_epochs=1,
                            init_checkpoint=minilm_dir)
     vocab = os.path.join(minilm_dir, "vocab.txt")
     results = run_squad(config, vocab, str(tmp_path / "out"), options, train, dev)["predict"]
