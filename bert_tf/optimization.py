@@ -18,7 +18,8 @@ Beyond these, three things are added to Keras:
 - replica-correct clipping and skipping (`_ReplicaAware`): Keras clips each replica's share of the gradient before
   summing the shares, so under `MirroredStrategy` the clip norm means something different from one device. We sum
   first, then clip, and the update that follows does not sum again. A step whose gradients are not finite on any
-  replica is skipped on all of them, so a NaN never reaches the weights and replicas never disagree. Gradients are
+  replica, or whose global norm overflows, is skipped on all of them, so a NaN never reaches the weights and
+  replicas never disagree. Gradients are
   made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately. Variables without
   a gradient are skipped without Keras's warning, as the original's optimizer skips them;
 - Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable.
@@ -92,6 +93,18 @@ def _all_finite(tensors):
     return tf.math.is_finite(tf.add_n(sums)) if sums else tf.constant(True)
 
 
+def _clip_by_global_norm(tensors, clip_norm):
+    """(tensors scaled to a global norm of at most `clip_norm`, whether that norm is finite): Keras's
+    `clip_by_global_norm`, op for op, which turns every gradient into NaN when the norm is not finite. The norm's
+    finiteness is the step's: an inf or NaN in a gradient makes it so, and so do finite gradients whose squares
+    overflow, which the clipping would otherwise turn into NaN weights."""
+    from keras import ops
+
+    norm = ops.sqrt(ops.sum(ops.stack([ops.sum(ops.square(t)) for t in tensors if t is not None])))
+    scale = clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
+    return [t if t is None else t * scale for t in tensors], tf.math.is_finite(norm)
+
+
 class _ReplicaAware:
     """Mixin for a Keras optimizer: sum gradients across replicas first, then skip the update everywhere if they
     are not finite, else let Keras clip and apply them (see the module docstring)."""
@@ -109,7 +122,11 @@ class _ReplicaAware:
             present = [i for i, g in enumerate(grads) if g is not None]
             for i, g in zip(present, context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])):
                 grads[i] = g
-        finite = _all_finite(grads)  # the same on every replica: the gradients are summed
+        # the same on every replica: the gradients are summed
+        if self._clips_here():
+            grads, finite = _clip_by_global_norm(grads, self.global_clipnorm)
+        else:
+            finite = _all_finite(grads)
 
         def update():
             if trainable_variables is None:
@@ -134,6 +151,15 @@ class _ReplicaAware:
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # `apply` summed them already
+
+    def _clips_here(self) -> bool:
+        """Whether `apply` clips to the global norm itself, before Keras's update (which then does not): the norm
+        is the finiteness check, one pass over the gradients instead of two. Not with Keras's own loss scale
+        factor or gradient accumulation, which come between its unscaling and its clipping."""
+        return bool(self.global_clipnorm) and self.loss_scale_factor is None and not self.gradient_accumulation_steps
+
+    def _clip_gradients(self, grads):
+        return grads if self._clips_here() else super()._clip_gradients(grads)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -94,7 +94,8 @@ def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
         opt = create_optimizer(1e-2, 8, 2, optimizer=kind)
         opt.build(variables)
         graph = tf.function(lambda: opt.apply(grads, variables), autograph=False).get_concrete_function().graph
-        nodes = [n.op for f in graph.as_graph_def().library.function for n in f.node_def]
+        graph_def = graph.as_graph_def()
+        nodes = [n.op for n in graph_def.node] + [n.op for f in graph_def.library.function for n in f.node_def]
         return {op: nodes.count(op) for op in ("Const", "Pow", "Less", "SelectV2", "Minimum", "Sqrt", "RealDiv")}
 
     # Const: only the global norm's reduction axes, one per variable

@@ -102,20 +102,27 @@ def test_fused_adamw_update_is_adamw_in_numpy():
     assert not np.allclose(variables[0].numpy(), start["dense/kernel"], atol=1e-2)  # it moved
 
 
-def test_a_step_with_any_inf_or_nan_gradient_is_skipped_and_a_finite_one_applied():
+@pytest.mark.parametrize("kind", [None, "original_adamw", "adamw", "lamb"])
+def test_a_step_with_any_inf_or_nan_gradient_is_skipped_and_a_finite_one_applied(kind):
+    """Without clipping (None: AdamW alone) and with the recipe's global-norm clipping, where finite gradients
+    whose squares overflow count as not finite too: clipped by an infinite norm, they would make every weight NaN."""
     import keras
     import tensorflow as tf
 
-    from bert_tf.optimization import AdamW
+    from bert_tf.optimization import AdamW, create_optimizer
 
     inf, nan = float("inf"), float("nan")
     cases = {"finite": ([1.0, -2.0], [3.0]), "inf": ([1.0, inf], [3.0]), "nan": ([1.0, 2.0], [nan]),
              "+inf and -inf in two tensors": ([inf, 0.0], [-inf])}
+    if kind:
+        cases.update({"large, finite norm": ([1e18, -1e18], [1e18]), "squares overflow": ([1e20, -1e20], [0.0])})
     for case, grads in cases.items():
         variables = [keras.Variable([0.5, 0.5]), keras.Variable([0.5])]
-        AdamW(learning_rate=0.1).apply([tf.constant(g) for g in grads], variables)
-        moved = not np.allclose(np.concatenate([v.numpy() for v in variables]), 0.5)
-        assert moved == (case == "finite"), case
+        optimizer = AdamW(learning_rate=0.1) if kind is None else create_optimizer(0.1, 10, optimizer=kind)
+        optimizer.apply([tf.constant(g) for g in grads], variables)
+        values = np.concatenate([v.numpy() for v in variables])
+        assert np.isfinite(values).all(), case
+        assert (not np.allclose(values, 0.5)) == (case in ("finite", "large, finite norm")), case
 
 
 @pytest.mark.filterwarnings("error::UserWarning")
