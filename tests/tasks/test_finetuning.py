@@ -234,13 +234,13 @@ def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
                 writer.writerow([k, "v", k, context, context, "Then", "gold", *endings] + ([label] if labelled
                                                                                           else []))
 
-    write("train.csv", 0, 120)
+    write("train.csv", 0, 48)
     write("val.csv", 1000, 60)
     write("test.csv", 2000, 8, labelled=False)
     out = forking.python(["-m", "bert_tf.cli.run_swag", f"--data_dir={data}",
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",
-                          "--max_seq_length=40", "--train_batch_size=8", "--learning_rate=1e-4",
+                          "--max_seq_length=40", "--train_batch_size=8", "--learning_rate=2e-4",
                           "--num_train_epochs=1", f"--output_dir={tmp_path / 'out'}"],
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
