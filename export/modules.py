@@ -15,7 +15,7 @@ import bert_tf  # noqa: F401
 import tensorflow as tf
 
 from bert_tf.serving import hold, string_spec, traced_for_saving
-from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.tokenization import merge_words, pack_inputs_graph, row_ids
 
 
 ENCODER_INPUTS = {key: tf.TensorSpec([None, None], tf.int32, name=key)
@@ -87,11 +87,11 @@ class MaskedLMModule(tf.Module):
         parts = tf.strings.split(text, "[MASK]")  # [batch, (parts)]
         pieces = pre.tokenizer(parts.flat_values)  # [parts, (pieces)]
         not_last = tf.not_equal(tf.ragged.range(parts.row_lengths()).flat_values + 1,
-                                tf.repeat(parts.row_lengths(), parts.row_lengths()))
+                                tf.gather(parts.row_lengths(), row_ids(parts)))
         masks = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(tf.cast(not_last, tf.int64))],
                                                          tf.constant(self._mask, tf.int64)),
                                                  tf.cast(not_last, tf.int64))
-        ids = parts.with_flat_values(tf.concat([pieces, masks], axis=1)).merge_dims(1, 2)
+        ids = merge_words(parts.with_flat_values(tf.concat([pieces, masks], axis=1)))
         inputs = pack_inputs_graph([ids], pre.seq_length, pre._cls, pre._sep)
         is_mask = tf.equal(inputs["input_word_ids"], self._mask)
         positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(pre.seq_length), tf.shape(is_mask)), is_mask)
