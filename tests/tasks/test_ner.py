@@ -1,6 +1,6 @@
-"""NER: entity-level scores against seqeval (the independent reference), CoNLL reading and its errors, the in-graph
-windows, labels and read positions of long sentences against a plain-Python reference, and run_ner end to end on a
-small CoNLL-format corpus."""
+"""NER: entity-level scores against seqeval's (the independent reference, tests/reference/seqeval_scores.py),
+CoNLL reading and its errors, the in-graph windows, labels and read positions of long sentences against a
+plain-Python reference, and run_ner end to end on a small CoNLL-format corpus."""
 
 import os
 import random
@@ -16,17 +16,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_entity_scores_equal_seqeval_on_random_tag_sequences():
-    from seqeval.metrics import f1_score, precision_score, recall_score
+    """seqeval's scores of 500 random cases, from tests/reference/seqeval_scores.py (which says how to rerun it)."""
+    import json
 
-    rng = random.Random(0)
-    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "E-LOC", "S-PER"]  # IOB1, IOB2 and IOBES mixed
-    for _ in range(500):
-        gold = [[rng.choice(tags) for _ in range(rng.randrange(1, 12))] for _ in range(rng.randrange(1, 5))]
-        predicted = [[rng.choice(tags) for _ in sentence] for sentence in gold]
+    from tests.reference import seqeval_scores
+
+    with open(seqeval_scores.PATH, encoding="utf-8") as f:
+        golden = json.load(f)
+    assert golden["seqeval"] == "1.2.2"
+    cases = seqeval_scores.cases()
+    assert len(cases) == len(golden["scores"]) == 500
+    for (gold, predicted), want in zip(cases, golden["scores"]):
         ours = metrics.entity_scores(predicted, gold)
-        assert ours["precision"] == pytest.approx(precision_score(gold, predicted, zero_division=0), abs=1e-12)
-        assert ours["recall"] == pytest.approx(recall_score(gold, predicted, zero_division=0), abs=1e-12)
-        assert ours["f1"] == pytest.approx(f1_score(gold, predicted, zero_division=0), abs=1e-12)
+        for name in ("precision", "recall", "f1"):
+            assert ours[name] == pytest.approx(want[name], abs=1e-12), (gold, predicted, name)
     assert metrics.entities(["B-PER", "I-PER", "O", "I-LOC", "I-LOC", "B-LOC"]) == {("PER", 0, 1), ("LOC", 3, 4),
                                                                                    ("LOC", 5, 5)}
 

@@ -1,0 +1,42 @@
+"""seqeval's entity-level precision, recall and F1 on 500 random tag sequences: the golden values that
+tests/tasks/test_ner.py holds `bert_tf.tasks.metrics.entity_scores` equal to, in seqeval_scores.json.
+
+seqeval (the common Python port of conlleval's chunk rules) is not installed with the tests: it pulls scikit-learn,
+whose import Keras then adds to every TensorFlow start-up. To regenerate the values:
+
+    pip install seqeval==1.2.2 && python -m tests.reference.seqeval_scores
+"""
+
+import json
+import os
+import random
+
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seqeval_scores.json")
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "E-LOC", "S-PER"]  # IOB1, IOB2 and IOBES mixed
+
+
+def cases(count=500, seed=0):
+    """[(gold, predicted)]: 1 to 4 sentences of 1 to 11 tags each, the prediction a random tag per position."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        gold = [[rng.choice(TAGS) for _ in range(rng.randrange(1, 12))] for _ in range(rng.randrange(1, 5))]
+        out.append((gold, [[rng.choice(TAGS) for _ in sentence] for sentence in gold]))
+    return out
+
+
+def main():
+    from importlib.metadata import version
+
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    scores = [{"precision": precision_score(gold, predicted, zero_division=0),
+               "recall": recall_score(gold, predicted, zero_division=0),
+               "f1": f1_score(gold, predicted, zero_division=0)} for gold, predicted in cases()]
+    with open(PATH, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"seqeval": version("seqeval"), "scores": scores}, separators=(",", ": "))
+                .replace('{"precision"', '\n{"precision"') + "\n")
+
+
+if __name__ == "__main__":
+    main()
