@@ -19,9 +19,9 @@ Beyond these, three things are added to Keras:
   summing the shares, so under `MirroredStrategy` the clip norm means something different from one device. We sum
   first, then clip, and the update that follows does not sum again. A step whose gradients are not finite on any
   replica, or whose global norm overflows, is skipped on all of them, so a NaN never reaches the weights and
-  replicas never disagree. Gradients are
-  made dense first: the global norm of a gather's IndexedSlices counts repeated rows separately. Variables without
-  a gradient are skipped without Keras's warning, as the original's optimizer skips them;
+  replicas never disagree. Gradients are made dense first: the global norm of a gather's IndexedSlices counts
+  repeated rows separately. Variables without a gradient are skipped without Keras's warning, as the original's
+  optimizer skips them;
 - Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable.
 """
 
@@ -106,8 +106,9 @@ def _clip_by_global_norm(tensors, clip_norm):
 
 
 class _ReplicaAware:
-    """Mixin for a Keras optimizer: sum gradients across replicas first, then skip the update everywhere if they
-    are not finite, else let Keras clip and apply them (see the module docstring)."""
+    """Mixin for a Keras optimizer: sum gradients across replicas first and clip them to their global norm, then
+    skip the update everywhere if they (or that norm) are not finite, else let Keras apply them (see the module
+    docstring)."""
 
     def apply(self, grads, trainable_variables=None):
         # Dense gradients: the global norm of a gather's IndexedSlices counts repeated rows separately, which is
