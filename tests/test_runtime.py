@@ -88,3 +88,28 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
     assert onednn.onednn_enabled()
     assert seen == {"eager": False, "graph": cpu_runs_bfloat16, "graph float32": False, "graph float16": False,
                     "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}
+
+
+DEFERRED_PYPLOT = """
+import sys, types
+plt = sys.modules["matplotlib.pyplot"]  # what Keras imported while TensorFlow loaded
+assert type(plt) is not types.ModuleType and "subplots" not in vars(plt), "pyplot's code ran at start-up"
+import matplotlib.pyplot
+from matplotlib import pyplot
+assert matplotlib.pyplot is plt and pyplot is plt and "subplots" not in vars(plt), "an import ran pyplot's code"
+import matplotlib
+matplotlib.use("Agg")  # switches the backend of an imported pyplot: runs its code
+assert type(plt) is types.ModuleType and plt.get_backend().lower() == "agg"
+figure, axes = plt.subplots()
+axes.plot([0, 1], [1, 0])
+figure.savefig(sys.argv[1])
+"""
+
+
+def test_pyplot_runs_at_first_use_not_at_start_up_and_then_plots(tmp_path):
+    from tests import forking
+
+    path = tmp_path / "plot.png"
+    done = forking.python(["-c", DEFERRED_PYPLOT, str(path)])  # forked from an interpreter that imported bert_tf
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
