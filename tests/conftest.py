@@ -2,7 +2,9 @@
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# What `import bert_tf` sets for a user, and what the commands the tests run pass: one level for every command a
+# worker forks, so that they share one fork server (tests/forking.py starts one per level).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Under `pytest -n N`, N workers share the machine's cores: each worker's TensorFlow (and every process it starts,
 # which inherits the environment) gets its share of them as compute threads instead of one per core, so that two
 # workers on two cores do not run four spinning pool threads against each other. Before TensorFlow starts.

@@ -129,8 +129,7 @@ def tool_flags():
     """{module: set of flags it accepts}: absl tools are imported (in one forked process for all) and their flags read
     from absl; argparse tools build their parser inside main(), so theirs are read from their `add_argument`s."""
     modules = sorted(m for m in set(tool_modules().values()) if not uses_argparse(m))
-    proc = forking.python(["-c", FLAG_LISTER, *modules], cwd=ROOT, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = forking.python(["-c", FLAG_LISTER, *modules], cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = json.loads(proc.stdout.strip().splitlines()[-1])
     builtin = set(listed["builtin"])

@@ -41,7 +41,7 @@ sys.argv = [module, *sys.argv[4:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def _run(module, args, kill=None):
