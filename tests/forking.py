@@ -17,7 +17,8 @@ What a fork cannot show, and the tests of it that need a fresh interpreter: what
 (TensorFlow's C++ start-up lines, oneDNN's switch, the order of imports) and a different string hash seed per command
 (children of one server share it).
 
-`run_forked` runs a batch of commands, `parallel` at a time, on the same servers.
+`run_forked` runs a batch of commands, `parallel` at a time, on the same servers. `popen` starts one and returns at
+once, for a test that signals it (`Forked`, a `subprocess.Popen` in what the tests use of it).
 
 `once_per_session` keeps a fixture's result in the directory that xdist's workers share, behind a file lock: the
 first worker to ask computes it, the other waits for it and reads it.
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,6 +55,9 @@ gc.freeze()  # the import's objects, out of every collection: a child's collecti
 def child(command):
     # a process group of its own, so that a timeout kills what the command started as well
     os.setpgid(0, 0)
+    # Ctrl-C raises KeyboardInterrupt, as in an interpreter started from a terminal, even if this server inherited
+    # SIGINT ignored (a suite run as a background job of a non-interactive shell)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -71,6 +76,9 @@ def child(command):
         if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, status 1
             print(code, file=sys.stderr)
             code = 1
+    except KeyboardInterrupt:  # an interpreter then ends by SIGINT itself, so that its parent sees a Ctrl-C
+        traceback.print_exc()
+        code = -signal.SIGINT
     except BaseException:
         traceback.print_exc()
         code = 1
@@ -80,6 +88,9 @@ def child(command):
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(code or 0)
 
 def run(kind, *args):
@@ -120,6 +131,8 @@ while reading or running:
             except OSError:
                 pass
             running[pid] = (command["id"], time.monotonic() + command["timeout"])
+            if command.get("started"):
+                os.write(1, (json.dumps([command["id"], "started", pid]) + "\n").encode())
         if not data:  # the test process went away: so do its commands
             reading = False
             for pid in running:
@@ -131,7 +144,8 @@ while reading or running:
         if not pid:
             break
         name, _ = running.pop(pid)
-        os.write(1, (json.dumps([name, os.waitstatus_to_exitcode(status), pid in timed_out]) + "\n").encode())
+        ended = [os.waitstatus_to_exitcode(status), pid in timed_out]
+        os.write(1, (json.dumps([name, "ended", ended]) + "\n").encode())
     for pid, (name, deadline) in running.items():
         if pid not in timed_out and time.monotonic() > deadline:
             timed_out.add(pid)
@@ -149,9 +163,35 @@ class _Server:
             self.process = subprocess.Popen([sys.executable, "-c", _SERVER, preload], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
                                             start_new_session=True)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.ids = itertools.count()
+        self.replies: dict = {}  # (command id, "started" or "ended") -> what the server said, not yet asked for
         self.owner = os.getpid()  # a process forked from the test process must not close the owner's servers
+
+    def send(self, command, out=None, started=False):
+        """Sends `command` (argv, cwd, env, timeout); returns its id and its output files, `out` or two in this
+        server's folder. With `started`, the server also says the child's pid as soon as it is forked."""
+        name = str(next(self.ids))
+        out = out or {stream: os.path.join(self.work, f"{name}.{stream}") for stream in ("stdout", "stderr")}
+        self.process.stdin.write((json.dumps(dict(
+            id=name, argv=command["argv"], cwd=str(command["cwd"]), env=command["env"], timeout=command["timeout"],
+            started=started, **out)) + "\n").encode())
+        self.process.stdin.flush()
+        return name, out
+
+    def reply(self, names, kind):
+        """(name, what the server said) for the first of `names` whose `kind` ("started", "ended") line comes;
+        lines for other commands are kept for whoever asks for them. The caller holds the lock."""
+        while True:
+            for name in names:
+                if (name, kind) in self.replies:
+                    return name, self.replies.pop((name, kind))
+            line = self.process.stdout.readline()
+            if not line:
+                with open(self.log, errors="replace") as f:
+                    raise RuntimeError(f"the fork server ended (exit {self.process.wait()}): {f.read()[-3000:]}")
+            name, what, value = json.loads(line)
+            self.replies[(name, what)] = value
 
     def run(self, commands, parallel):
         """{key: (exit status, stdout path, stderr path, timed out)} for `commands`, dicts of key, argv, cwd, env
@@ -161,19 +201,9 @@ class _Server:
             while waiting or sent:
                 while waiting and len(sent) < parallel:
                     command = waiting.pop(0)
-                    name = str(next(self.ids))
-                    out = {"stdout": os.path.join(self.work, f"{name}.out"),
-                           "stderr": os.path.join(self.work, f"{name}.err")}
-                    self.process.stdin.write((json.dumps(dict(
-                        id=name, argv=command["argv"], cwd=str(command["cwd"]), env=command["env"],
-                        timeout=command["timeout"], **out)) + "\n").encode())
-                    self.process.stdin.flush()
+                    name, out = self.send(command)
                     sent[name] = (command["key"], out)
-                line = self.process.stdout.readline()
-                if not line:
-                    with open(self.log, errors="replace") as f:
-                        raise RuntimeError(f"the fork server ended (exit {self.process.wait()}): {f.read()[-3000:]}")
-                name, status, timed_out = json.loads(line)
+                name, (status, timed_out) = self.reply(list(sent), "ended")
                 key, out = sent.pop(name)
                 done[key] = (status, out["stdout"], out["stderr"], timed_out)
         return done
@@ -210,14 +240,19 @@ def _read(path, newline):
         return f.read()
 
 
+def _command_args(args, function):
+    args = [str(arg) for arg in args]
+    if not args or (args[0].startswith("-") and args[0] not in ("-m", "-c")):
+        raise ValueError(f"{function}() takes -m, -c or a script, not {args[:1]}")
+    return args
+
+
 def python(args, *, cwd=ROOT, env=None, timeout=600, preload="bert_tf"):
     """`subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)`
     for `args` that start with `-m`, `-c` or a script path, forked after the import of `preload` (bert_tf, or
     "tensorflow_text" for a command that must not have bert_tf in it; the module docstring)."""
     env = dict(os.environ if env is None else env)
-    args = [str(arg) for arg in args]
-    if not args or (args[0].startswith("-") and args[0] not in ("-m", "-c")):
-        raise ValueError(f"python() takes -m, -c or a script, not {args[:1]}")
+    args = _command_args(args, "python")
     (status, out, err, timed_out), = _server(env, preload).run(
         [dict(key=0, argv=args, cwd=cwd, env=env, timeout=timeout)], 1).values()
     command = [sys.executable, *args]
@@ -229,13 +264,66 @@ def python(args, *, cwd=ROOT, env=None, timeout=600, preload="bert_tf"):
     return subprocess.CompletedProcess(command, status, stdout, stderr)
 
 
+class Forked:
+    """A command forked as `python` forks one, running while the test goes on: what the tests use of
+    `subprocess.Popen` (pid, poll, wait, send_signal, kill, returncode). The process is a child of the server, not of
+    the test: a signal goes to it alone, as to a Popen's, and its exit status comes back through the server."""
+
+    def __init__(self, server, name, pid, args):
+        self.server, self.name, self.pid, self.args = server, name, pid, args
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:  # ended and reaped by the server, which has said so or is about to
+                self.wait()
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None and timeout is not None:
+            deadline = time.monotonic() + timeout
+            while self.poll() is None:
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
+                time.sleep(0.01)
+        if self.returncode is None:
+            with self.server.lock:
+                _, (self.returncode, _) = self.server.reply([self.name], "ended")
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def popen(args, *, stdout=os.devnull, stderr=os.devnull, cwd=ROOT, env=None, timeout=600, preload="bert_tf"):
+    """`subprocess.Popen([sys.executable, *args], ...)` forked as `python` forks it, its output written to the
+    files `stdout` and `stderr`; killed after `timeout` seconds."""
+    env = dict(os.environ if env is None else env)
+    args = _command_args(args, "popen")
+    server = _server(env, preload)
+    with server.lock:
+        name, _ = server.send(dict(argv=args, cwd=cwd, env=env, timeout=timeout),
+                              out={"stdout": str(stdout), "stderr": str(stderr)}, started=True)
+        _, pid = server.reply([name], "started")
+    return Forked(server, name, pid, [sys.executable, *args])
+
+
 def run_forked(commands, work, parallel=4, timeout=240, env=None):
     """Runs each command of `commands` (dicts with `id`, `args`, `cwd`, either `module` or `path`, and optionally
     its own `env`) forked after bert_tf's import, `parallel` at a time; returns {id: (exit status, stdout,
     stderr)}, the output with carriage returns kept (a progress bar's redraws). A command still running after
     `timeout` seconds is killed (-9). A command's own environment may differ from `env` only in variables that are
     not read at import (`IMPORT_ENV`), since all of them run on `env`'s server."""
-    env = dict(env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+    env = dict(env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     for command in commands:
         differ = [name for name in IMPORT_ENV if command.get("env", env).get(name) != env.get(name)]
         if differ:

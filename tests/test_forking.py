@@ -1,9 +1,11 @@
 """tests/forking.py's `python()` stands in for `subprocess.run([sys.executable, ...])` in many tests: the same
 command run both ways gives the same exit status, stdout and stderr (exceptions, `sys.exit` with a message or a
-number, a signal, non-daemon threads and atexit handlers, `-m`'s argv and sys.path), and a timeout raises
-`TimeoutExpired` and leaves no process of the command's behind."""
+number, a signal, Ctrl-C, non-daemon threads and atexit handlers, `-m`'s argv and sys.path), and a timeout raises
+`TimeoutExpired` and leaves no process of the command's behind. `popen` stands in for `subprocess.Popen` where a
+test signals the command."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,10 +31,11 @@ print("main done")
     ["-c", "import sys; sys.stdout.write('no newline'); sys.exit('a message')"],
     ["-c", "import sys; sys.exit(3)"],
     ["-c", "import os, signal; print('before', flush=True); os.kill(os.getpid(), signal.SIGKILL)"],
+    ["-c", "print('before', flush=True); raise KeyboardInterrupt"],
     ["-c", THREAD_AND_ATEXIT],
     ["-c", "import sys; print(sys.argv[1:], sys.path[0] == '')", "a", "--b=c"],
     ["-m", "json.tool", "--sort-keys", "--no-ensure-ascii", os.path.join(forking.ROOT, "pyproject.toml")],
-], ids=["exception", "exit-message", "exit-3", "sigkill", "thread-and-atexit", "argv", "module-error"])
+], ids=["exception", "exit-message", "exit-3", "sigkill", "ctrl-c", "thread-and-atexit", "argv", "module-error"])
 def test_a_forked_command_ends_as_a_fresh_one(args):
     fresh = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=forking.ROOT, env=ENV,
                            timeout=120)
@@ -41,6 +44,44 @@ def test_a_forked_command_ends_as_a_fresh_one(args):
     assert forked.stdout == fresh.stdout
     # a traceback names the frames it passed through: the server's differ from a fresh interpreter's
     assert forked.stderr.splitlines()[-1:] == fresh.stderr.splitlines()[-1:]
+
+
+WAITS = """
+import os, sys, time
+print("started", flush=True)
+open(sys.argv[1], "w").close()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["INT", "TERM", "KILL"])
+def test_popen_runs_alongside_and_a_signal_ends_it_as_it_ends_a_fresh_one(sig, tmp_path):
+    """`popen` returns while the command runs; a signal to it ends it with the status and output that the same
+    signal gives a fresh interpreter started as a terminal starts one (Ctrl-C raises KeyboardInterrupt)."""
+    ended = {}
+    for way in ("fresh", "forked"):
+        ready, out, err = (tmp_path / f"{way}.{name}" for name in ("ready", "out", "err"))
+        args = ["-c", WAITS, str(ready)]
+        if way == "fresh":
+            with open(out, "wb") as stdout, open(err, "wb") as stderr:
+                proc = subprocess.Popen([sys.executable, *args], stdout=stdout, stderr=stderr, env=ENV,
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        else:
+            proc = forking.popen(args, stdout=out, stderr=err, env=ENV)
+        try:
+            deadline = time.time() + 60
+            while not ready.exists() and time.time() < deadline:
+                time.sleep(0.01)
+            assert proc.poll() is None and proc.returncode is None
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(0.05)
+            proc.send_signal(sig)
+            ended[way] = (proc.wait(30), out.read_text(), err.read_text().splitlines()[-1:])
+            assert proc.poll() == proc.returncode == ended[way][0]
+        finally:
+            proc.kill()
+            proc.wait()
+    assert ended["forked"] == ended["fresh"] and ended["fresh"][0] == -sig
 
 
 def test_a_timeout_raises_and_kills_what_the_command_started(tmp_path):

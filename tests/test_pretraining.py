@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 
@@ -426,8 +425,7 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
                           timeout=600)
     assert full.returncode == 0, full.stderr[-3000:]
     killed_dir = tmp_path / "killed"
-    proc = subprocess.Popen(_cli(data, killed_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=_env(), cwd=ROOT)
+    proc = forking.popen(_cli(data, killed_dir)[1:], env=_env())
     deadline = time.time() + 300
     while not (killed_dir / "ckpt-40.index").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)

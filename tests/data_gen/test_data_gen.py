@@ -494,12 +494,9 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
     cmd = [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={big}", f"--output_file={out}/",
            "--num_output_shards=2", f"--vocab_file={vocab_file}", "--num_workers=2", "--window_size=50",
            "--dupe_factor=5"]
-    with open(tmp_path / "stderr", "wb") as stderr:
-        # Ctrl-C as a terminal's: a test suite started as a background job of a non-interactive shell runs with
-        # SIGINT ignored, which every child inherits, and the run would carry on to its end
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                                stdout=subprocess.DEVNULL, stderr=stderr,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # forked, with Ctrl-C as a terminal's (tests/forking.py)
+    proc = forking.popen(cmd[1:], cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         stderr=tmp_path / "stderr")
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not any(p.stat().st_size for p in out.glob("*.tmp-*")):
