@@ -190,9 +190,6 @@ if __name__ == "__main__":
 
 
 def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(tmp_path):
-    import subprocess
-    import sys
-
     from bench.data_gen import ROOT, count_records
 
     checkout = tmp_path / "bert"
@@ -201,13 +198,12 @@ def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(
     (checkout / "tokenization.py").write_text("")
     (checkout / "helper.py").write_text("import tensorflow as tf\nassert tf.gfile\nWORD = 'tf1'\n")
     out = tmp_path / "out.tfrecord"
-    run = subprocess.run([sys.executable, "-m", "bench.original_script", str(checkout), "--",
-                          f"--output_file={out}", "--count=7"], cwd=ROOT, capture_output=True, text=True)
+    run = forking.python(["-m", "bench.original_script", str(checkout), "--", f"--output_file={out}", "--count=7"],
+                         cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]
     assert count_records(str(out)) == 7 and (tmp_path / "out.tfrecord.txt").read_text() == "tf1"
     assert "wrote 7" in run.stderr
-    wrong = subprocess.run([sys.executable, "-m", "bench.original_script", str(tmp_path)], cwd=ROOT,
-                           capture_output=True, text=True)
+    wrong = forking.python(["-m", "bench.original_script", str(tmp_path)], cwd=ROOT)
     assert wrong.returncode == 1 and wrong.stderr.strip().splitlines() == [
         f"--original_dir={tmp_path}: no create_pretraining_data.py and tokenization.py there; give the directory of "
         "a clone of https://github.com/google-research/bert"]
@@ -253,23 +249,47 @@ def test_accelerator_refuses_a_machine_without_a_gpu_in_one_line(monkeypatch):
         accelerator.main()
 
 
-@pytest.mark.parametrize("module", ["bench.memory", "bench.serving"])
-def test_benchmark_runs_end_to_end_at_tiny_size(module, tmp_path):
-    """Each benchmark calls into the library and into other benchmarks' helpers; a changed signature on either side
-    must fail here, not in the next full benchmark run. Their rows land in BENCH_RESULTS with figures in them."""
+def _tiny_rows(path):
     import csv
+
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert all(row["preset"] == "tiny" for row in rows)
+    return rows
+
+
+def test_serving_benchmark_runs_end_to_end_at_tiny_size(tmp_path):
+    """A benchmark calls into the library and into other benchmarks' helpers; a changed signature on either side
+    must fail here, not in the next full benchmark run. Its rows land in BENCH_RESULTS with figures in them."""
     import os
-    import subprocess
+
+    done = forking.python(["-m", "bench.serving", "--preset", "tiny", "--repeats", "1"], cwd=forking.ROOT,
+                          env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = _tiny_rows(tmp_path / "serving.csv")
+    assert len(rows) == 3 and all(float(row["export_raw_text_ms"]) > 0 for row in rows)
+
+
+def test_memory_benchmark_runs_each_case_in_a_child_at_tiny_size(tmp_path, monkeypatch):
+    """As above, for `bench.memory`: its four cases, each a child process of `python -m bench.memory --child`
+    (forked here: what a fresh one adds, TensorFlow's import, is not what this checks), ours and HF torch's, each
+    with a peak above its framework's."""
     import sys
 
-    args = ["--preset", "tiny"] + (["--repeats", "1"] if module == "bench.serving" else ["--batch", "2", "--seq", "32"])
-    done = forking.python(["-m", module, *args], cwd=forking.ROOT, env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    with open(tmp_path / f"{module.split('.')[1]}.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) in (3, 4) and all(row["preset"] == "tiny" for row in rows)
-    figures = [float(row[key].rstrip("%")) for row in rows for key in ("peak_mb", "export_raw_text_ms") if key in row]
-    assert len(figures) == len(rows) and all(value > 0 for value in figures)
+    from bench import common, memory
+
+    def run(command, **kwargs):
+        assert command[:3] == [sys.executable, "-m", "bench.memory"] and kwargs == dict(capture_output=True,
+                                                                                         text=True), command
+        return forking.python(command[1:])
+
+    monkeypatch.setattr(memory.subprocess, "run", run)
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["bench.memory", "--preset", "tiny", "--batch", "2", "--seq", "32"])
+    memory.main()
+    rows = _tiny_rows(tmp_path / "memory.csv")
+    assert [row["case"] for row in rows] == list(memory.CASES)
+    assert all(float(row["peak_mb"]) >= float(row["framework_mb"]) > 0 for row in rows)
 
 
 @pytest.mark.parametrize("precision,policy,scaled", [("fp32", "float32", False), ("bf16", "mixed_bfloat16", False),
