@@ -20,6 +20,7 @@ split and WordPiece-tokenized by one end-to-end `FastWordpieceTokenizer` op.
 
 from __future__ import annotations
 
+import functools
 import os
 import unicodedata
 
@@ -228,6 +229,33 @@ def _drop_invalid_utf8(text):
                    lambda: tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore"))
 
 
+def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: bool):
+    """tensorflow-text's WordPiece tokenizer of `vocab`, or None where it cannot be built (one that splits words
+    itself, from a vocabulary without a token free of punctuation). Eagerly, the same one for the same arguments:
+    building one takes a few tenths of a second for a 30k vocabulary, and a process often makes several tokenizers
+    of one vocabulary (features, evaluation, the serving export). In a graph, a new one each time (its model is a
+    constant of that graph)."""
+    if not tf.executing_eagerly():
+        return _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization)
+    return _cached_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization)
+
+
+def _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization):
+    import tensorflow_text as tf_text
+
+    try:
+        return tf_text.FastWordpieceTokenizer(
+            vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int64,
+            unknown_token="[UNK]", no_pretokenization=no_pretokenization, support_detokenization=False)
+    except RuntimeError:
+        if no_pretokenization:
+            raise
+        return None
+
+
+_cached_fast_wordpiece = functools.lru_cache(maxsize=8)(_build_fast_wordpiece)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenizerLayer(keras.layers.Layer):
     """In-graph WordPiece tokenizer: string tensor [batch] -> ragged int64 ids [batch, (pieces)].
@@ -254,23 +282,13 @@ class BertTokenizerLayer(keras.layers.Layer):
             vocab = list(vocab)
         self.vocab = vocab
         self.do_lower_case = do_lower_case
-        import tensorflow_text as tf_text
-
         with tf.init_scope():  # the model buffers must outlive any tf.function that happens to build the layer
-            self._wordpiece = tf_text.FastWordpieceTokenizer(
-                vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
-                token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=True,
-                support_detokenization=False)
+            self._wordpiece = _fast_wordpiece(tuple(self.vocab), 4 * MAX_CHARS_PER_WORD, True)
             # Pure-ASCII lines, cleaned and lowercased: splitting at whitespace and punctuation (its definition on
             # ASCII is the original's, and ASCII has no CJK) plus WordPiece in one op, faster than our regex
-            # steps; a character is a byte, so the byte limit is the original's 200-character limit.
-            try:
-                self._ascii_wordpiece = tf_text.FastWordpieceTokenizer(
-                    vocab=self.vocab, suffix_indicator="##", max_bytes_per_word=MAX_CHARS_PER_WORD,
-                    token_out_type=tf.int64, unknown_token="[UNK]", no_pretokenization=False,
-                    support_detokenization=False)
-            except RuntimeError:  # every token has punctuation (special tokens only): the general path for all lines
-                self._ascii_wordpiece = None
+            # steps; a character is a byte, so the byte limit is the original's 200-character limit. None if every
+            # token has punctuation (special tokens only): then all lines take the general path.
+            self._ascii_wordpiece = _fast_wordpiece(tuple(self.vocab), MAX_CHARS_PER_WORD, False)
 
     def _normalize(self, tokens):
         """Step 2 on strings: drop controls; lowercase, NFD and strip marks if uncased.

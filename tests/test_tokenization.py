@@ -230,6 +230,24 @@ def test_one_layer_serves_several_graphs(vocab_file):
     assert next(iter(data)).flat_values.numpy().tolist() == expected
 
 
+def test_layers_of_one_vocabulary_share_its_wordpiece_models_eagerly_and_not_across_graphs(vocab_file):
+    """Building tensorflow-text's models of a vocabulary is the slow part of making a tokenizer: a second layer of
+    the same vocabulary (and casing or not, which the models do not depend on) reuses them; another vocabulary, or a
+    layer made inside a graph, whose models are that graph's constants, gets its own."""
+    first, second = BertTokenizerLayer(vocab_file), BertTokenizerLayer(vocab_file, do_lower_case=False)
+    assert first._wordpiece is second._wordpiece and first._ascii_wordpiece is second._ascii_wordpiece
+    other = BertTokenizerLayer(vocab=first.vocab[:-1])
+    assert other._wordpiece is not first._wordpiece and other._ascii_wordpiece is not first._ascii_wordpiece
+    graph = tf.Graph()
+    with graph.as_default():
+        in_graph = BertTokenizerLayer(vocab_file)
+        ids = in_graph(tf.constant(["Shared models, Ünïcode."]))
+    assert in_graph._wordpiece is not first._wordpiece
+    expected = first(tf.constant(["Shared models, Ünïcode."])).to_list()
+    with tf.compat.v1.Session(graph=graph) as session:
+        assert session.run(ids).to_list() == expected
+
+
 def test_invalid_utf8_bytes_are_dropped_like_the_original(tokenizers):
     python, layer, _ = tokenizers
     raw = b"caf\xc3\xa9 \xff\xfebad\x80 ok"
