@@ -392,3 +392,33 @@ def test_optimizer_step_builds_each_optimizer_it_compares():
         update = optimizer_step.update_fn(kind, variables)
         update(), update()
         assert not np.array_equal(variables[1].numpy(), before), kind
+
+
+def test_ffn_fusion_ab_runs_both_variants_in_children_and_refuses_bad_flags(tmp_path, monkeypatch, capsys):
+    """`bench.ffn_fusion` at tiny size, its children forked (as in the memory test); a row per shape with both
+    variants timed; a bad shape or count is one line."""
+    import sys
+
+    from bench import common, ffn_fusion
+
+    variants = []
+
+    def run(command, **kwargs):
+        assert command[:3] == [sys.executable, "-m", "bench.ffn_fusion"], command
+        variants.append(command[command.index("--child") + 1])
+        return forking.python(command[1:])
+
+    monkeypatch.setattr(ffn_fusion.subprocess, "run", run)
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["bench.ffn_fusion", "--preset", "tiny", "--shapes", "2x8", "--rounds", "2",
+                                     "--calls", "2"])
+    ffn_fusion.main()
+    assert variants == ["fused", "unfused", "unfused", "fused"]  # alternating order
+    rows = _tiny_rows(tmp_path / "ffn_fusion.csv")
+    assert len(rows) == 1 and float(rows[0]["fused_ms"]) > 0 and float(rows[0]["unfused_ms"]) > 0
+    for argv, message in ((["--shapes", "8"], "--shapes: '8': give batch x seq pairs"),
+                          (["--calls", "0"], "--rounds and --calls must be at least 1")):
+        monkeypatch.setattr("sys.argv", ["bench.ffn_fusion", *argv])
+        with pytest.raises(SystemExit) as exit_info:
+            ffn_fusion.main()
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
