@@ -270,25 +270,38 @@ def test_serving_benchmark_runs_end_to_end_at_tiny_size(tmp_path):
     assert len(rows) == 3 and all(float(row["export_raw_text_ms"]) > 0 for row in rows)
 
 
-def test_memory_benchmark_runs_each_case_in_a_child_at_tiny_size(tmp_path, monkeypatch):
-    """As above, for `bench.memory`: its four cases, each a child process of `python -m bench.memory --child`
-    (forked here: what a fresh one adds, TensorFlow's import, is not what this checks), ours and HF torch's, each
-    with a peak above its framework's."""
+def _fork_children(monkeypatch, module, tmp_path):
+    """Runs `module`'s main in this process with its rows written to `tmp_path`, and the child processes it starts
+    (`python -m <module> --child ...`, by `subprocess.run(..., capture_output=True, text=True)`) forked from the
+    tests' server: what a fresh interpreter adds, TensorFlow's import, is not what these tests check. Returns the
+    list of the children's `--child` values, filled as they run."""
     import sys
 
-    from bench import common, memory
+    from bench import common
+
+    children = []
 
     def run(command, **kwargs):
-        assert command[:3] == [sys.executable, "-m", "bench.memory"] and kwargs == dict(capture_output=True,
-                                                                                         text=True), command
+        assert command[:3] == [sys.executable, "-m", module.__name__] and kwargs == dict(capture_output=True,
+                                                                                          text=True), command
+        children.append(command[command.index("--child") + 1])
         return forking.python(command[1:])
 
-    monkeypatch.setattr(memory.subprocess, "run", run)
+    monkeypatch.setattr(module.subprocess, "run", run)
     monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    return children
+
+
+def test_memory_benchmark_runs_each_case_in_a_child_at_tiny_size(tmp_path, monkeypatch):
+    """As above, for `bench.memory`: its four cases, each in a child process, ours and HF torch's, each with a peak
+    above its framework's."""
+    from bench import memory
+
+    children = _fork_children(monkeypatch, memory, tmp_path)
     monkeypatch.setattr("sys.argv", ["bench.memory", "--preset", "tiny", "--batch", "2", "--seq", "32"])
     memory.main()
     rows = _tiny_rows(tmp_path / "memory.csv")
-    assert [row["case"] for row in rows] == list(memory.CASES)
+    assert [row["case"] for row in rows] == children == list(memory.CASES)
     assert all(float(row["peak_mb"]) >= float(row["framework_mb"]) > 0 for row in rows)
 
 
@@ -397,19 +410,9 @@ def test_optimizer_step_builds_each_optimizer_it_compares():
 def test_ffn_fusion_ab_runs_both_variants_in_children_and_refuses_bad_flags(tmp_path, monkeypatch, capsys):
     """`bench.ffn_fusion` at tiny size, its children forked (as in the memory test); a row per shape with both
     variants timed; a bad shape or count is one line."""
-    import sys
+    from bench import ffn_fusion
 
-    from bench import common, ffn_fusion
-
-    variants = []
-
-    def run(command, **kwargs):
-        assert command[:3] == [sys.executable, "-m", "bench.ffn_fusion"], command
-        variants.append(command[command.index("--child") + 1])
-        return forking.python(command[1:])
-
-    monkeypatch.setattr(ffn_fusion.subprocess, "run", run)
-    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    variants = _fork_children(monkeypatch, ffn_fusion, tmp_path)
     monkeypatch.setattr("sys.argv", ["bench.ffn_fusion", "--preset", "tiny", "--shapes", "2x8", "--rounds", "2",
                                      "--calls", "2"])
     ffn_fusion.main()
