@@ -2,11 +2,11 @@
 
 `import tensorflow` imports Keras, and Keras imports `matplotlib.pyplot` if matplotlib is installed (it is: the
 quickstart and the section 5 drivers draw their plots with it), for image-gallery helpers that bert_tf never calls.
-That is about half a second of every process that imports TensorFlow: each command, each test's interpreter.
-`defer_pyplot` registers a module whose code runs when one of its attributes is first asked for: `import
-matplotlib.pyplot` still succeeds at once, and `plt.subplots` (or any other name) loads it as if it were imported
-then. `matplotlib.use` asks for one (it switches the backend of a pyplot already imported), so the plotting code's
-`matplotlib.use("Agg")` loads it, as before. (The standard library's `importlib.util.LazyLoader` loads at any
+That import is a sizeable part of the start-up of every process that imports TensorFlow: each command, each test's
+interpreter. `defer_pyplot` registers a module whose code runs when one of its attributes is first asked for:
+`import matplotlib.pyplot` still succeeds at once, and `plt.subplots` (or any other name) loads it as if it were
+imported then. `matplotlib.use` asks for one (it switches the backend of a pyplot already imported), so the plotting
+code's `matplotlib.use("Agg")` loads it, as before. (The standard library's `importlib.util.LazyLoader` loads at any
 attribute, `__spec__` included, which the import statement itself reads.)
 """
 

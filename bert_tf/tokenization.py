@@ -232,9 +232,9 @@ def _drop_invalid_utf8(text):
 def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: bool):
     """tensorflow-text's WordPiece tokenizer of `vocab`, or None where it cannot be built (one that splits words
     itself, from a vocabulary without a token free of punctuation). Eagerly, the same one for the same arguments:
-    building one takes a few tenths of a second for a 30k vocabulary, and a process often makes several tokenizers
-    of one vocabulary (features, evaluation, the serving export). In a graph, a new one each time (its model is a
-    constant of that graph)."""
+    building one is the slow part of making a layer, and a process often makes several tokenizers of one vocabulary
+    (features, evaluation, the serving export). In a graph, a new one each time (its model is a constant of that
+    graph)."""
     if not tf.executing_eagerly():
         return _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization)
     return _cached_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization)
