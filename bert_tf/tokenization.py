@@ -25,6 +25,7 @@ import os
 import unicodedata
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
@@ -241,16 +242,21 @@ def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: b
 
 
 def _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization):
+    """The model is compiled by tensorflow-text's builder and handed over as a uint8 tensor made from its bytes:
+    given the vocabulary instead, the tokenizer makes that tensor from a Python list of the model's million bytes,
+    which takes longer than compiling it."""
     import tensorflow_text as tf_text
+    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
 
     try:
-        return tf_text.FastWordpieceTokenizer(
-            vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int64,
-            unknown_token="[UNK]", no_pretokenization=no_pretokenization, support_detokenization=False)
+        model = builder.build_fast_wordpiece_model(list(vocab), max_bytes_per_word, "##", "[UNK]",
+                                                   no_pretokenization, False)  # no detokenization
     except RuntimeError:
         if no_pretokenization:
             raise
         return None
+    return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(np.frombuffer(model, np.uint8)),
+                                          token_out_type=tf.int64)
 
 
 _cached_fast_wordpiece = functools.lru_cache(maxsize=8)(_build_fast_wordpiece)
@@ -278,17 +284,17 @@ class BertTokenizerLayer(keras.layers.Layer):
                 raise ValueError("BertTokenizerLayer needs vocab_file (or vocab, a list of tokens)")
             table = load_vocab(vocab_file)
             vocab = sorted(table, key=table.get)
-        else:
-            vocab = list(vocab)
-        self.vocab = vocab
+        # Set past Keras's attribute tracking, which would wrap the tokens one by one: a vocabulary holds no
+        # variables or layers to track.
+        object.__setattr__(self, "vocab", tuple(vocab))
         self.do_lower_case = do_lower_case
         with tf.init_scope():  # the model buffers must outlive any tf.function that happens to build the layer
-            self._wordpiece = _fast_wordpiece(tuple(self.vocab), 4 * MAX_CHARS_PER_WORD, True)
+            self._wordpiece = _fast_wordpiece(self.vocab, 4 * MAX_CHARS_PER_WORD, True)
             # Pure-ASCII lines, cleaned and lowercased: splitting at whitespace and punctuation (its definition on
             # ASCII is the original's, and ASCII has no CJK) plus WordPiece in one op, faster than our regex
             # steps; a character is a byte, so the byte limit is the original's 200-character limit. None if every
             # token has punctuation (special tokens only): then all lines take the general path.
-            self._ascii_wordpiece = _fast_wordpiece(tuple(self.vocab), MAX_CHARS_PER_WORD, False)
+            self._ascii_wordpiece = _fast_wordpiece(self.vocab, MAX_CHARS_PER_WORD, False)
 
     def _normalize(self, tokens):
         """Step 2 on strings: drop controls; lowercase, NFD and strip marks if uncased.
@@ -424,7 +430,7 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab=self.vocab, do_lower_case=self.do_lower_case)
+        config.update(vocab=list(self.vocab), do_lower_case=self.do_lower_case)
         return config
 
 
