@@ -258,3 +258,33 @@ def test_convert_checkpoint_names_the_formats_it_reads_for_an_input_it_cannot_te
                                                   r".*HF directory.*keras-hub preset.*Model Garden.*fine-tuning"):
             convert(path, tmp_path / "out.ckpt")
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+FREEZE_PROBE = r"""
+import atexit, gc, sys
+gc.unfreeze()  # as in a fresh interpreter: the fork server froze its own heap
+atexit.register(lambda: print("at teardown:", gc.get_freeze_count() > 0, flush=True))  # registered first: runs last
+from absl import flags
+from bert_tf.cli import FILE, fail, start
+flags.DEFINE_string("output_file", None, "")
+def main(argv):
+    print("in main:", gc.get_freeze_count() > 0, flush=True)
+    with open(flags.FLAGS.output_file, "w") as f:
+        f.write("written")
+    if argv[-1] == "fail":
+        fail("stopped")
+start(main, "probe", {"output_file": FILE})
+"""
+
+
+@pytest.mark.parametrize("ending", ["ok", "fail"])
+def test_a_command_hands_the_interpreter_a_frozen_heap_to_tear_down(ending, tmp_path):
+    """After a command's main and its exit handlers, whether it succeeded or failed, the heap is in the collector's
+    permanent generation (the teardown frees it by reference counts, without full collections over TensorFlow's
+    modules); during main it is not, and what main wrote is on disk."""
+    out = tmp_path / "out.txt"
+    done = forking.python(["-c", FREEZE_PROBE, f"--output_file={out}", ending], cwd=ROOT, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == (0 if ending == "ok" else 1), done.stderr
+    assert done.stdout.splitlines() == ["in main: False", "at teardown: True"]
+    assert out.read_text() == "written"

@@ -621,7 +621,8 @@ def test_mixed_precision_and_lamb_train(data, tmp_path):
 
 def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
     """SIGTERM (what a preempted VM or a scheduler sends) while training: the loop in progress finishes, a
-    checkpoint is written, `Preempted` says so; the next run resumes from it."""
+    checkpoint is written, `Preempted` says so, and the scalars of every loop are in the events file while the
+    error is still in hand; the next run resumes from it."""
     import re
     import signal
     import threading
@@ -657,6 +658,10 @@ def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
     at = int(re.search(r"SIGTERM at step (\d+)", str(stopped.value)).group(1))
     assert 2 <= at < 40 and tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{at}")
     assert signal.getsignal(signal.SIGTERM) == previous  # the previous handler is back
+    events = list((tmp_path / "train").glob("events.out.tfevents.*"))
+    logged = [event.step for event in tf.compat.v1.train.summary_iterator(str(events[0]))
+              for value in event.summary.value if value.tag == "loss"]
+    assert logged == list(range(2, at + 1, 2))  # flushed at each loop, not left to the writer's finalizer
     assert train(build_pretrainer(_config(data), options))["step"] == 40
 
 
