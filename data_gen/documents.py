@@ -46,22 +46,56 @@ def read_documents(files: Iterable[str]) -> Iterator[list[str]]:
         damaged = 0
         document: list[str] = []
         with fileio.open(path, "rb") as f:
-            for raw in f:
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    line = raw.decode("utf-8", "ignore")
-                    damaged += 1
-                line = line.strip()
-                if line:
-                    document.append(line)
-                elif document:
-                    yield document
-                    document = []
+            for lines, bad in _decoded_lines(f):
+                damaged += bad
+                for line in lines:
+                    line = line.strip()
+                    if line:
+                        document.append(line)
+                    elif document:
+                        yield document
+                        document = []
         if document:
             yield document
         if damaged:
             logging.warning("%s: %d line(s) had invalid UTF-8 bytes; those bytes were dropped", path, damaged)
+
+
+_BLOCK_BYTES = 1 << 22
+
+
+def _decoded_lines(f) -> Iterator[tuple[list[str], int]]:
+    """The lines of the binary file `f`, split at line feeds only (as the original's `readline`), decoded, a block
+    of whole lines at a time: (lines, how many of them had invalid UTF-8 bytes, dropped). A block is decoded in one
+    call, and line by line only when it holds invalid UTF-8: far cheaper per line than decoding each."""
+    rest = b""
+    while True:
+        block = f.read(_BLOCK_BYTES)
+        if not block:
+            if rest:
+                yield _decode(rest)
+            return
+        block = rest + block
+        end = block.rfind(b"\n") + 1
+        block, rest = block[:end], block[end:]
+        if block:
+            lines, bad = _decode(block)
+            lines.pop()  # the empty string after the block's last newline, which is not a line
+            yield lines, bad
+
+
+def _decode(block: bytes) -> tuple[list[str], int]:
+    try:
+        return block.decode("utf-8").split("\n"), 0
+    except UnicodeDecodeError:
+        lines, bad = [], 0
+        for raw in block.split(b"\n"):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                lines.append(raw.decode("utf-8", "ignore"))
+                bad += 1
+        return lines, bad
 
 
 @dataclasses.dataclass(frozen=True)

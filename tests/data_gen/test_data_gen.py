@@ -209,6 +209,41 @@ def test_documents_and_windows(tmp_path):
         list(windows(iter([[1]]), 3))
 
 
+@pytest.mark.parametrize("block_bytes", [1, 7, 64, 1 << 22])
+def test_documents_read_in_blocks_are_those_of_reading_line_by_line(block_bytes, tmp_path, monkeypatch, caplog):
+    """Blocks of any size, cut anywhere in a line or a character, give the documents of reading the file a line at a
+    time: split at line feeds only (not at CR, form feed, NEL or U+2028 inside a line), invalid bytes dropped and
+    the lines with them counted, a last line without a line feed kept."""
+    from data_gen import documents
+
+    text = ("Première phrase.\r\nZweite Zeile \x0c mit Vorschub.\n\nline\u2028with separator\x85 and NEL\n"
+            + "x" * 150 + "\n \t \n\nΟΣ τέλος\n\n\n日本語の文。\nno final newline").encode()
+    data = text.replace(b"Zweite", b"Zwe\xffite").replace(b"NEL", b"N\xc3EL")  # two lines with invalid UTF-8
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+
+    def line_by_line():  # the reading of the original's readline loop
+        docs, doc, bad = [], [], 0
+        for raw in data.split(b"\n"):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line, bad = raw.decode("utf-8", "ignore"), bad + 1
+            if line.strip():
+                doc.append(line.strip())
+            elif doc:
+                docs, doc = docs + [doc], []
+        return docs + [doc] * bool(doc), bad
+
+    expected, bad = line_by_line()
+    monkeypatch.setattr(documents, "_BLOCK_BYTES", block_bytes)
+    with caplog.at_level("WARNING"):
+        assert list(read_documents([str(path)])) == expected
+    assert bad == 2 and f"{path}: 2 line(s) had invalid UTF-8 bytes" in caplog.text
+    assert len(expected) == 4 and expected[0][1] == "Zweite Zeile \x0c mit Vorschub."
+    assert expected[1][0] == "line\u2028with separator\x85 and NEL" and expected[-1][-1] == "no final newline"
+
+
 def test_appender_writes_windows_in_order_whatever_order_they_finish_in(tmp_path):
     import threading
 
