@@ -51,8 +51,9 @@ def start(main, name: str, outputs: dict) -> None:
 def _freeze_heap_at_exit() -> None:
     """Moves every object to the collector's permanent generation once the exit handlers registered after `start`
     have run, so that the interpreter's teardown frees the heap by reference counts alone instead of also running
-    full collections over the millions of objects TensorFlow's modules hold. Nothing is left to a finalizer by then: a command's files and checkpoints are closed and its summaries
-    flushed, and the memory goes back to the system with the process."""
+    full collections over the millions of objects TensorFlow's modules hold. Nothing is left to a finalizer by
+    then: a command's files and checkpoints are closed and its summaries flushed, and the memory goes back to the
+    system with the process."""
     gc.freeze()
 
 
