@@ -25,6 +25,8 @@ import math
 import os
 import time
 
+import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -346,8 +348,19 @@ def read_split(task, split: str, data_dir: str | None, tfds_name: str | None):
     return task.examples(data_dir, split)
 
 
-def predict_logits(model, features, batch_size):
-    return model.predict(features, batch_size=batch_size, verbose=0)["logits"]
+def predict(model, features, batch_size: int):
+    """`model.predict(features)` in batches of `batch_size`, the last one padded to full size with copies of the
+    final example, whose outputs are dropped. Keras traces its predict function for each batch shape it meets, so a
+    short last batch would trace the whole model a second time, for every model of a grid; an input smaller than one
+    batch is one batch of its own size."""
+    count = len(keras.tree.flatten(features)[0])
+    batch_size = max(1, min(batch_size, count))
+    short = -count % batch_size
+    if short:
+        features = keras.tree.map_structure(
+            lambda x: np.concatenate([x, np.repeat(np.asarray(x)[-1:], short, axis=0)]), features)
+    outputs = model.predict(features, batch_size=batch_size, verbose=0)
+    return keras.tree.map_structure(lambda x: x[:count], outputs)
 
 
 def save(result: GridResult, task, config, vocab_file: str, output_dir: str, options, **fields):
@@ -369,8 +382,6 @@ def save(result: GridResult, task, config, vocab_file: str, output_dir: str, opt
 
 def load_finetuned(directory: str):
     """The model saved by `run_classifier` in `directory`."""
-    import keras
-
     import bert_tf.models  # noqa: F401  (registers the classes)
 
     return keras.saving.load_model(os.path.join(directory, MODEL_FILE))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-
+from bert_tf.finetuning import predict
 from bert_tf.training import write_lines
 
 
@@ -61,7 +61,7 @@ class DevCurve:
 
     def __call__(self, model, step, scalars):
         self.bar.update(step - self.bar.n)
-        logits = model.predict(self.features, batch_size=256, verbose=0)["logits"]
+        logits = predict(model, self.features, 256)["logits"]
         accuracy = float((logits.argmax(-1) == self.labels).mean())
         self.history.append({"step": step, "heldout_accuracy": accuracy, "loss": float(scalars.get("loss", "nan"))})
         self.bar.set_postfix(heldout_acc=f"{accuracy:.3f}")

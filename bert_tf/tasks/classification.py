@@ -120,7 +120,7 @@ class Classification(Family):
 
         def evaluate(model, split="dev"):
             inputs, labels = dev_data[split]
-            logits = finetuning.predict_logits(model, inputs, options.eval_batch_size)
+            logits = finetuning.predict(model, inputs, options.eval_batch_size)["logits"]
             scores = task.metrics(decisions(task, logits), labels)
             return dict(scores, loss=eval_loss(task, logits, labels))
 
@@ -149,7 +149,7 @@ class Classification(Family):
                                **finetuning.global_step(grid, output_dir)})
         if options.do_predict:
             for split, examples in tests.items():
-                logits = finetuning.predict_logits(model, features(examples), options.predict_batch_size)
+                logits = finetuning.predict(model, features(examples), options.predict_batch_size)["logits"]
                 suffix = "" if split == "test" else f"_{split.split('_', 1)[1]}"
                 write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
                             ["\t".join(f"{v:.6f}" for v in row) for row in self.probabilities(task, logits)])

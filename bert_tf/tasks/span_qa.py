@@ -104,8 +104,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     results: dict = {}
 
     def predict(model, threshold):
-        outputs = model.predict(predict_inputs, batch_size=options.predict_batch_size,
-                                verbose=0)
+        outputs = finetuning.predict(model, predict_inputs, options.predict_batch_size)
         return squad.postprocess(predict_examples, predict_features, outputs["start_logits"],
                                  outputs["end_logits"], tokenizer, n_best_size=options.n_best_size,
                                  max_answer_length=options.max_answer_length, version_2=version_2,

@@ -15,7 +15,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 
 import numpy as np
 from absl import logging

@@ -113,7 +113,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     def predict(model, split):
         encoded = data[split][1]
         batch_size = options.eval_batch_size if split == "dev" else options.predict_batch_size
-        return encoded.word_tags(model.predict(encoded.inputs, batch_size=batch_size, verbose=0)["logits"], tags)
+        return encoded.word_tags(finetuning.predict(model, encoded.inputs, batch_size)["logits"], tags)
 
     def evaluate(model):
         return task.metrics(predict(model, "dev"), [s.tags for s in data["dev"][0]])
