@@ -21,6 +21,7 @@ BENCHMARKS = {
     "finetuning": ([], ["--quick", "--repeats", "2"]),
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),
+    "vocab_learner": ([], ["--megabytes", "0.3", "--repeats", "1"]),
     "data_gen": ([], ["--quick"]),
     "data_gen_memory": ([], ["--megabytes", "1", "2"]),
 }

@@ -1,4 +1,5 @@
-"""Learn a WordPiece vocabulary from a corpus with tensorflow-text's learner, on our exact pre-tokenization.
+"""Learn a WordPiece vocabulary from a corpus with tensorflow-text's learner (its vocabulary, computed faster:
+`data_gen.wordpiece_learner`), on our exact pre-tokenization.
 
 Words are counted after the original BERT basic tokenization (the same in-graph code as `BertTokenizerLayer`), so
 the learned pieces fit the tokenizer that will use them. The file layout follows the released vocabularies:
@@ -51,15 +52,16 @@ def _batches(lines, size):
 
 
 def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: int = 2) -> list[str]:
-    """tensorflow-text's WordPiece learner with BERT's reserved tokens first; returns the tokens in id order."""
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+    """tensorflow-text's WordPiece learner (`data_gen.wordpiece_learner`) with BERT's reserved tokens first; returns
+    the tokens in id order."""
+    from data_gen import wordpiece_learner
 
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beside {len(reserved)} reserved tokens")
     if not word_counts:
         raise CorpusError("the corpus has no words; check --input_file (one sentence per line) or --tfds_text_key")
-    tokens = learner.learn(list(word_counts.items()), vocab_size, reserved, lower_thresh=min_count)
+    tokens = wordpiece_learner.learn(word_counts.items(), vocab_size, reserved, lower_thresh=min_count)
     # The learner puts reserved tokens first; keep our order for them and drop any duplicate it added.
     learned = [t for t in tokens if t not in set(reserved)]
     return reserved + learned[: vocab_size - len(reserved)]

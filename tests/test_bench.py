@@ -425,3 +425,20 @@ def test_ffn_fusion_ab_runs_both_variants_in_children_and_refuses_bad_flags(tmp_
         with pytest.raises(SystemExit) as exit_info:
             ffn_fusion.main()
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, monkeypatch):
+    """`bench.vocab_learner` at a tiny size: both learners run on the built-in corpus and agree, and the rows say so."""
+    import csv
+    import sys
+
+    from bench import common, vocab_learner
+
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["vocab_learner", "--megabytes", "0.03", "--vocab_size", "400", "--repeats", "1"])
+    vocab_learner.main()
+    with open(tmp_path / "vocab_learner.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["impl"] for row in rows] == ["data_gen.wordpiece_learner", "tensorflow-text learner"]
+    assert all(row["identical_vocab"] == "True" and 200 < int(row["tokens"]) <= 400 for row in rows)
+    assert float(rows[0]["seconds"]) > 0 and float(rows[1]["ratio_vs_tf_text"]) == 1.0

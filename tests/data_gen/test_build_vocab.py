@@ -72,3 +72,47 @@ def test_cli_and_bad_inputs(corpus, tmp_path):
     with pytest.raises(ValueError, match="leaves no room"):
         build_vocab(str(corpus), tmp_path / "x.txt", vocab_size=50, num_unused=99)
     assert not (tmp_path / "x.txt").exists()
+
+
+# Article 1 of the Universal Declaration of Human Rights in six languages: accents, four scripts and CJK, which the
+# basic tokenization splits into single characters.
+UDHR_ARTICLE_1 = """\
+Tous les êtres humains naissent libres et égaux en dignité et en droits. Ils sont doués de raison et de conscience \
+et doivent agir les uns envers les autres dans un esprit de fraternité.
+Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft und Gewissen begabt und \
+sollen einander im Geist der Brüderlichkeit begegnen.
+Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα δικαιώματα. Είναι προικισμένοι με λογική \
+και συνείδηση, και οφείλουν να συμπεριφέρονται μεταξύ τους με πνεύμα αδελφοσύνης.
+Все люди рождаются свободными и равными в своем достоинстве и правах. Они наделены разумом и совестью и должны \
+поступать в отношении друг друга в духе братства.
+人人生而自由,在尊严和权利上一律平等。他们赋有理性和良心,并应以兄弟关系的精神相对待。
+सभी मनुष्यों को गौरव और अधिकारों के मामले में जन्मजात स्वतन्त्रता और समानता प्राप्त है। उन्हें बुद्धि और अन्तरात्मा की \
+देन प्राप्त है और परस्पर उन्हें भाईचारे के भाव से बर्ताव करना चाहिए।
+"""
+
+
+@pytest.mark.reference
+def test_the_learner_makes_tensorflow_texts_vocabulary(corpus, tmp_path):
+    """`data_gen.wordpiece_learner` against tensorflow-text's learner itself, token for token: on real English,
+    cased and uncased, at a few sizes (each a different threshold search), on six languages, and on words that
+    begin with the joiner, which spell some pieces the same as suffixes do."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as reference
+
+    from data_gen import wordpiece_learner
+    from data_gen.documents import as_corpus
+    from data_gen.vocab import count_words, reserved_tokens
+
+    languages = tmp_path / "udhr.txt"
+    languages.write_text(UDHR_ARTICLE_1 * 3, encoding="utf-8")
+    cases = []
+    for path, lower, sizes in ((corpus, True, (150, 400)), (corpus, False, (500,)), (languages, False, (300,))):
+        text = as_corpus(str(path))
+        counts = count_words(text, text.parts(), lower)
+        cases += [(list(counts.items()), size, 2) for size in sizes]
+    # "##ab" is a word and a suffix of "xab" and "cab": at size 24, which of its two counts is kept decides the order
+    joined = [("##ab", 9), ("##abc", 4), ("xab", 7), ("yabc", 5), ("ab", 3), ("cab", 6), ("##", 2), ("b##a", 2),
+              ("abab", 12), ("xy", 15)]
+    cases += [(joined, size, 1) for size in (12, 24)]
+    for counts, size, lower in cases:
+        want = reference.learn(counts, size, reserved_tokens(3), lower_thresh=lower)
+        assert wordpiece_learner.learn(counts, size, reserved_tokens(3), lower) == want, (len(counts), size)
