@@ -18,7 +18,8 @@ PROBE = ("import warnings\n"
          "    import bert_tf\n"
          "from bert_tf.onednn import onednn_enabled\n"
          "print('onednn', onednn_enabled())\n"
-         "print('warned', any('imported before bert_tf' in str(w.message) for w in caught))\n")
+         "print('warned', any('imported before bert_tf' in str(w.message) for w in caught))\n"
+         "import gc; gc.freeze()  # an exit without collections over TensorFlow's objects, as bert_tf's commands\n")
 
 
 def probe(setting=None, first=""):
