@@ -3,7 +3,7 @@
 Imported before TensorFlow, the package turns on its oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`) and
 imports TensorFlow with its C++ log quiet: none of its start-up lines, and `TF_CPP_MIN_LOG_LEVEL=3` unless that is set
 or absl's `--verbosity` is on the command line (`bert_tf.tf_log`; `TF_CPP_MIN_LOG_LEVEL=0` shows every line). It
-also defers `matplotlib.pyplot`, which Keras imports then, to its first use (`bert_tf.deferred_imports`).
+also defers matplotlib, which Keras imports then, to its first use (`bert_tf.deferred_imports`).
 
 TensorFlow reads both settings once, when it is imported, so import `bert_tf` (or any module of it) before
 `tensorflow` or `keras`. This is the reason, stated once here, why the CLIs, `data_gen`, the exporter, the benchmarks
@@ -11,12 +11,12 @@ and the quickstart import `bert_tf` before TensorFlow (`import bert_tf  # noqa: 
 used). If TensorFlow came first with oneDNN off, `import bert_tf` warns and says how to fix it.
 """
 
-from bert_tf.deferred_imports import defer_pyplot
+from bert_tf.deferred_imports import defer_matplotlib
 from bert_tf.onednn import prefer_onednn
 from bert_tf.tf_log import quiet_import
 
 prefer_onednn()
-defer_pyplot()
+defer_matplotlib()
 quiet_import()
 
 from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)

@@ -1,15 +1,18 @@
 """Imports that TensorFlow's start-up makes and bert_tf does not need then, loaded at first use instead.
 
-`import tensorflow` imports Keras, and Keras imports `matplotlib.pyplot` if matplotlib is installed (it is: the
-quickstart and the section 5 drivers draw their plots with it), for image-gallery helpers that bert_tf never calls.
-That import is a sizeable part of the start-up of every process that imports TensorFlow: each command, each test's
-interpreter. `defer_pyplot` registers a module whose code runs when one of its attributes is first asked for:
-`import matplotlib.pyplot` still succeeds at once, and `plt.subplots` (or any other name) loads it as if it were
-imported then. `matplotlib.use` asks for one (it switches the backend of a pyplot already imported), so the plotting
-code's `matplotlib.use("Agg")` loads it, as before. (The standard library's `importlib.util.LazyLoader` loads at any
-attribute, `__spec__` included, which the import statement itself reads.)
+`import tensorflow` imports Keras, and Keras imports `matplotlib.pyplot` and `matplotlib.patches` if matplotlib is
+installed (it is: the quickstart and the section 5 drivers draw their plots with it), for image-gallery helpers that
+bert_tf never calls. Those imports, with the matplotlib package under them, are a sizeable part of the start-up of
+every process that imports TensorFlow: each command, each test's interpreter. `defer_matplotlib` registers the three
+as modules whose code runs when one of their attributes is first asked for: `import matplotlib.pyplot` and `from
+matplotlib import patches` still succeed at once, and `plt.subplots` (or any other name) loads the module as if it
+were imported then, and what it imports with it. `matplotlib.use` asks for one (and switches the backend of a pyplot
+already imported, which asks pyplot for one), so the plotting code's `matplotlib.use("Agg")` loads both, as before.
+(The standard library's `importlib.util.LazyLoader` loads at any attribute, `__spec__` included, which the import
+statement itself reads.)
 """
 
+import importlib.machinery
 import importlib.util
 import sys
 import threading
@@ -35,20 +38,24 @@ class _Deferred(types.ModuleType):
         return types.ModuleType.__getattribute__(self, attribute)
 
 
-def defer_pyplot() -> bool:
-    """Defers `matplotlib.pyplot` if it is installed and not imported yet; whether it did. `import bert_tf` calls
-    this before it imports TensorFlow."""
-    name = "matplotlib.pyplot"
-    if name in sys.modules:
+def defer_matplotlib() -> bool:
+    """Defers `matplotlib` and the two modules of it that Keras imports at start-up, `matplotlib.pyplot` and
+    `matplotlib.patches`, if matplotlib is installed and none of them is imported yet; whether it did. `import
+    bert_tf` calls this before it imports TensorFlow."""
+    names = ("matplotlib", "matplotlib.pyplot", "matplotlib.patches")
+    if any(name in sys.modules for name in names):
         return False
-    try:
-        spec = importlib.util.find_spec(name)  # imports the matplotlib package itself (small)
-    except ImportError:
+    package = importlib.util.find_spec(names[0])  # a top-level module's spec: nothing is imported
+    if package is None or not package.submodule_search_locations:
         return False
-    if spec is None or not hasattr(spec.loader, "exec_module"):
+    specs = [package] + [importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
+                         for name in names[1:]]
+    if any(spec is None or not hasattr(spec.loader, "exec_module") for spec in specs):
         return False
-    module = importlib.util.module_from_spec(spec)
-    module.__class__ = _Deferred
-    sys.modules[name] = module
-    setattr(sys.modules["matplotlib"], "pyplot", module)
+    modules = [importlib.util.module_from_spec(spec) for spec in specs]
+    for module in modules:
+        module.__class__ = _Deferred
+        sys.modules[module.__name__] = module
+    for module in modules[1:]:  # `from matplotlib import patches` finds it without running matplotlib's code
+        vars(modules[0])[module.__name__.rpartition(".")[2]] = module
     return True

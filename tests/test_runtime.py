@@ -91,26 +91,31 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
                     "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}
 
 
-DEFERRED_PYPLOT = """
+DEFERRED_MATPLOTLIB = """
 import sys, types
-plt = sys.modules["matplotlib.pyplot"]  # what Keras imported while TensorFlow loaded
-assert type(plt) is not types.ModuleType and "subplots" not in vars(plt), "pyplot's code ran at start-up"
+package, plt, patches = (sys.modules[name] for name in ("matplotlib", "matplotlib.pyplot", "matplotlib.patches"))
+# what Keras imported while TensorFlow loaded, none of it run
+assert not {type(package), type(plt), type(patches)} & {types.ModuleType}, "matplotlib's code ran at start-up"
+assert "use" not in vars(package) and "subplots" not in vars(plt) and "Rectangle" not in vars(patches)
 import matplotlib.pyplot
-from matplotlib import pyplot
-assert matplotlib.pyplot is plt and pyplot is plt and "subplots" not in vars(plt), "an import ran pyplot's code"
+from matplotlib import pyplot, patches as imported_patches
+assert matplotlib.pyplot is plt and pyplot is plt and imported_patches is patches, "an import made other modules"
+assert "use" not in vars(package) and "subplots" not in vars(plt), "an import ran their code"
 import matplotlib
-matplotlib.use("Agg")  # switches the backend of an imported pyplot: runs its code
-assert type(plt) is types.ModuleType and plt.get_backend().lower() == "agg"
+matplotlib.use("Agg")  # runs matplotlib's code, and switches the backend of an imported pyplot: runs its code
+assert type(package) is types.ModuleType and type(plt) is types.ModuleType and plt.get_backend().lower() == "agg"
+assert type(patches) is types.ModuleType  # pyplot's code imports from it
 figure, axes = plt.subplots()
 axes.plot([0, 1], [1, 0])
+axes.add_patch(patches.Rectangle((0.2, 0.2), 0.5, 0.5))
 figure.savefig(sys.argv[1])
 """
 
 
-def test_pyplot_runs_at_first_use_not_at_start_up_and_then_plots(tmp_path):
+def test_matplotlib_runs_at_first_use_not_at_start_up_and_then_plots(tmp_path):
     from tests import forking
 
     path = tmp_path / "plot.png"
-    done = forking.python(["-c", DEFERRED_PYPLOT, str(path)])  # forked from an interpreter that imported bert_tf
+    done = forking.python(["-c", DEFERRED_MATPLOTLIB, str(path)])  # forked from an interpreter that imported bert_tf
     assert done.returncode == 0, done.stderr[-2000:]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
