@@ -443,4 +443,4 @@ def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, 
         rows = list(csv.DictReader(f))
     assert [row["impl"] for row in rows] == ["data_gen.wordpiece_learner", "tensorflow-text learner"]
     assert all(row["identical_vocab"] == "True" and 200 < int(row["tokens"]) <= 400 for row in rows)
-    assert float(rows[0]["seconds"]) > 0 and float(rows[1]["ratio_vs_tf_text"]) == 1.0
+    assert all(float(row["seconds"]) > 0 and float(row["ratio_vs_tf_text"]) > 0 for row in rows)

@@ -95,7 +95,7 @@ DEFERRED_MATPLOTLIB = """
 import sys, types
 package, plt, patches = (sys.modules[name] for name in ("matplotlib", "matplotlib.pyplot", "matplotlib.patches"))
 # what Keras imported while TensorFlow loaded, none of it run
-assert not {type(package), type(plt), type(patches)} & {types.ModuleType}, "matplotlib's code ran at start-up"
+assert all(type(m) is not types.ModuleType for m in (package, plt, patches)), "matplotlib's code ran at start-up"
 assert "use" not in vars(package) and "subplots" not in vars(plt) and "Rectangle" not in vars(patches)
 import matplotlib.pyplot
 from matplotlib import pyplot, patches as imported_patches

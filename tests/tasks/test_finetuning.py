@@ -206,28 +206,31 @@ def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypa
     assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1
 
 
-
 def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_rows_outputs(tiny_config):
     """Keras would trace its predict function again for the short last batch (11 rows in batches of 4: 4, 4, 3);
     `finetuning.predict` pads it, and each row's outputs are still the model's for that row alone."""
+    import keras
+
     from bert_tf.finetuning import predict
     from tests.conftest import make_batch
 
     task = get_task("mrpc")
     model = task.family.build_model(task, tiny_config, 0.1)
-    traces = []
-    step = model.predict_step
-    model.predict_step = lambda data: traces.append(1) or step(data)
+    traces, calls = [], []  # each trace's batch size; (rows, batch size) of each call of Keras's predict
+    step, keras_predict = model.predict_step, model.predict
+    model.predict_step = lambda data: traces.append(keras.tree.flatten(data)[0].shape[0]) or step(data)
+    model.predict = lambda x, **kw: calls.append((len(x["input_word_ids"]), kw["batch_size"])) or keras_predict(x, **kw)
     batch = make_batch(tiny_config, batch=11, seq=9, lengths=[9, 8, 7, 6, 5, 9, 8, 7, 6, 5, 4])
     logits = predict(model, batch, 4)["logits"]
-    assert len(traces) == 1 and logits.shape == (11, 2)
+    assert traces == [4] and calls == [(12, 4)] and logits.shape == (11, 2)
     for row in (0, 7, 10):
         alone = model({k: v[row:row + 1] for k, v in batch.items()}, training=False)["logits"][0]
         np.testing.assert_allclose(logits[row], alone, rtol=1e-5, atol=1e-6)
     # fewer rows than a batch: one batch of their own size, not padded to the batch size
     few = predict(model, {k: v[:2] for k, v in batch.items()}, 256)["logits"]
-    assert few.shape == (2, 2) and len(traces) == 2
+    assert few.shape == (2, 2) and calls[1] == (2, 2) and len(traces) == 2
     np.testing.assert_allclose(few, logits[:2], rtol=1e-5, atol=1e-6)
+
 
 def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
     """SWAG-format CSVs from docstring sentences: the right ending is the context's words shuffled, three others are
