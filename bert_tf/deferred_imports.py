@@ -40,22 +40,23 @@ class _Deferred(types.ModuleType):
 
 def defer_matplotlib() -> bool:
     """Defers `matplotlib` and the two modules of it that Keras imports at start-up, `matplotlib.pyplot` and
-    `matplotlib.patches`, if matplotlib is installed and none of them is imported yet; whether it did. `import
-    bert_tf` calls this before it imports TensorFlow."""
-    names = ("matplotlib", "matplotlib.pyplot", "matplotlib.patches")
-    if any(name in sys.modules for name in names):
+    `matplotlib.patches`, those of them not imported yet, if matplotlib is installed and pyplot (which imports the
+    other two) is not imported yet; whether it did. `import bert_tf` calls this before it imports TensorFlow."""
+    names = [name for name in ("matplotlib", "matplotlib.pyplot", "matplotlib.patches") if name not in sys.modules]
+    if "matplotlib.pyplot" not in names:
         return False
-    package = importlib.util.find_spec(names[0])  # a top-level module's spec: nothing is imported
+    package = importlib.util.find_spec("matplotlib")  # a top-level module's spec: nothing is imported
     if package is None or not package.submodule_search_locations:
         return False
-    specs = [package] + [importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
-                         for name in names[1:]]
+    specs = [package if name == "matplotlib" else
+             importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations) for name in names]
     if any(spec is None or not hasattr(spec.loader, "exec_module") for spec in specs):
         return False
     modules = [importlib.util.module_from_spec(spec) for spec in specs]
     for module in modules:
         module.__class__ = _Deferred
         sys.modules[module.__name__] = module
-    for module in modules[1:]:  # `from matplotlib import patches` finds it without running matplotlib's code
-        vars(modules[0])[module.__name__.rpartition(".")[2]] = module
+    for module in modules:  # `from matplotlib import patches` finds it without running matplotlib's code
+        if module.__name__ != "matplotlib":
+            vars(sys.modules["matplotlib"])[module.__name__.rpartition(".")[2]] = module
     return True

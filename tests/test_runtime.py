@@ -112,10 +112,39 @@ figure.savefig(sys.argv[1])
 """
 
 
+# matplotlib itself imported before bert_tf (here: loaded, and its two modules forgotten): pyplot and patches are
+# still deferred, under the package as it is
+PACKAGE_FIRST = """
+import sys, types
+import matplotlib
+assert matplotlib.__version__ and type(matplotlib) is types.ModuleType  # its code has run
+for name in ("pyplot", "patches"):
+    del sys.modules["matplotlib." + name], vars(matplotlib)[name]
+from bert_tf.deferred_imports import defer_matplotlib
+assert defer_matplotlib() and sys.modules["matplotlib"] is matplotlib
+from matplotlib import pyplot as plt, patches
+assert type(plt) is not types.ModuleType and type(patches) is not types.ModuleType and "subplots" not in vars(plt)
+matplotlib.use("Agg")
+figure, axes = plt.subplots()
+axes.add_patch(patches.Rectangle((0.2, 0.2), 0.5, 0.5))
+figure.savefig(sys.argv[1])
+assert not defer_matplotlib()  # pyplot imported: nothing left to defer
+"""
+
+
 def test_matplotlib_runs_at_first_use_not_at_start_up_and_then_plots(tmp_path):
     from tests import forking
 
     path = tmp_path / "plot.png"
     done = forking.python(["-c", DEFERRED_MATPLOTLIB, str(path)])  # forked from an interpreter that imported bert_tf
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_matplotlib_imported_first_pyplot_is_still_deferred_and_plots(tmp_path):
+    from tests import forking
+
+    path = tmp_path / "plot.png"
+    done = forking.python(["-c", PACKAGE_FIRST, str(path)])
     assert done.returncode == 0, done.stderr[-2000:]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
