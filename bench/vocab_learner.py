@@ -22,6 +22,8 @@ def main():
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.megabytes <= 0 or args.repeats < 1:
+        parser.error("--megabytes must be above 0 and --repeats at least 1")
 
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as tf_text_learner
 
@@ -39,6 +41,8 @@ def main():
         corpus = as_corpus(path)
         counts = list(count_words(corpus, corpus.parts()).items())
     reserved = reserved_tokens()
+    if args.vocab_size <= len(reserved):
+        parser.error(f"--vocab_size={args.vocab_size} leaves no room beside {len(reserved)} reserved tokens")
     vocabs = {}
 
     def ours():

@@ -429,7 +429,7 @@ def test_ffn_fusion_ab_runs_both_variants_in_children_and_refuses_bad_flags(tmp_
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, monkeypatch):
+def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, monkeypatch, capsys):
     """`bench.vocab_learner` at a tiny size: both learners run on the built-in corpus and agree, and the rows say so."""
     import csv
     import sys
@@ -444,3 +444,9 @@ def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, 
     assert [row["impl"] for row in rows] == ["data_gen.wordpiece_learner", "tensorflow-text learner"]
     assert all(row["identical_vocab"] == "True" and 200 < int(row["tokens"]) <= 400 for row in rows)
     assert all(float(row["seconds"]) > 0 and float(row["ratio_vs_tf_text"]) > 0 for row in rows)
+    for argv, message in ((["--repeats", "0"], "--repeats at least 1"),
+                          (["--megabytes", "0.03", "--vocab_size", "50"], "--vocab_size=50 leaves no room")):
+        monkeypatch.setattr(sys, "argv", ["vocab_learner", *argv])
+        with pytest.raises(SystemExit):
+            vocab_learner.main()
+        assert message in capsys.readouterr().err
