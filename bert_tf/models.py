@@ -15,6 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
                             MaskedLMHead, causal_bias, padding_bias)
 from bert_tf.layers.feature_combination import FeatureCombination
+from bert_tf.layers.precision import global_policy, parameter_policy, refuse_training
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -50,6 +51,8 @@ class BertEncoder(keras.Model):
     Args:
       config: a `BertConfig` (or its dict).
       dtype: optional Keras dtype policy for all layers, e.g. "mixed_bfloat16"; default: the global policy.
+        "bfloat16" is `mixed_bfloat16` for inference with the dense layers' weights stored in bfloat16
+        (`bert_tf.layers.precision`): the same outputs without rounding the weights on every call.
     """
 
     def __init__(self, config, dtype=None, name="bert", **kwargs):
@@ -60,7 +63,8 @@ class BertEncoder(keras.Model):
                                     type_vocab_size=config.type_vocab_size,
                                     max_position_embeddings=config.max_position_embeddings,
                                     initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-                                    dropout_rate=config.hidden_dropout_prob, dtype=policy, name="embeddings")
+                                    dropout_rate=config.hidden_dropout_prob, dtype=parameter_policy(policy),
+                                    name="embeddings")
         x = embedded = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
         bias = (causal_bias if config.causal_attention else padding_bias)(inputs["input_mask"])
         blocks, layer_outputs = [], []
@@ -95,6 +99,23 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    def train_step(self, data):
+        refuse_training(self)
+        return super().train_step(data)
+
+
+def with_dtype(model, dtype):
+    """A copy of `model`, a `BertEncoder` or a model with heads on one, whose encoder runs under the dtype policy
+    `dtype`, with the same weights; its heads keep the policy they had. E.g. `with_dtype(model, "bfloat16")`
+    serves a model trained in float32 or `mixed_bfloat16` with the inference policy of `BertEncoder`'s `dtype`."""
+    encoder = model if isinstance(model, BertEncoder) else model.encoder
+    with global_policy(encoder.dtype_policy):  # which the heads take (`_TaskModel`)
+        copy = BertEncoder.from_config({**encoder.get_config(), "dtype": keras.dtype_policies.get(dtype).name})
+        if model is not encoder:
+            copy = type(model).from_config({**model.get_config(), "encoder": copy})
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def _as_encoder(encoder) -> BertEncoder:
@@ -152,6 +173,7 @@ class _TaskModel(keras.Model):
         return super().make_train_function(force)
 
     def train_step(self, data):
+        refuse_training(self)
         steps = int(self.gradient_accumulation_steps)
         if steps <= 1:
             return super().train_step(data)
@@ -262,8 +284,8 @@ class BertPretrainer(_TaskModel):
             inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         outputs = encoder({k: inputs[k] for k in INPUT_NAMES})
         mlm = MaskedLMHead(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, activation=cfg.hidden_act,
-                           initializer_range=cfg.initializer_range, layer_norm_eps=cfg.layer_norm_eps, dtype=policy,
-                           name="predictions")
+                           initializer_range=cfg.initializer_range, layer_norm_eps=cfg.layer_norm_eps,
+                           dtype=parameter_policy(policy), name="predictions")
         prefix = "lm" if objective == "ltr" else "mlm"
         heads = {f"{prefix}_logits": mlm(outputs["sequence_output"], inputs.get("masked_lm_positions"),
                                          encoder.embeddings.word_embeddings)}
@@ -454,7 +476,8 @@ class BertMultipleChoice(_TaskModel):
 
 def bidirectional_lstm(units: int, policy, name: str):
     """A BiLSTM over a sequence, `units` each way, returning every position (the paper's probe and "+ BiLSTM")."""
-    return keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True), dtype=policy, name=name)
+    return keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True), dtype=parameter_policy(policy),
+                                      name=name)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -479,8 +502,8 @@ class BertFeatureTagger(_TaskModel):
         encoder = _as_encoder(encoder)
         policy = encoder.dtype_policy
         inputs = encoder_inputs()
-        combine = FeatureCombination(combination, encoder.bert_config.num_hidden_layers, dtype=policy,
-                                     name="combination")
+        combine = FeatureCombination(combination, encoder.bert_config.num_hidden_layers,
+                                     dtype=parameter_policy(policy), name="combination")
         features = combine(encoder(inputs, training=False))
         mask = keras.ops.cast(inputs["input_mask"], "bool")
         lstms = [bidirectional_lstm(lstm_units, policy, f"bilstm_{i}") for i in range(2)]

@@ -5,6 +5,8 @@ import tensorflow as tf
 import keras
 from bert_tf import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
                      BertTokenClassifier)
+from bert_tf.checkpoints import restore_weights
+from bert_tf.models import with_dtype
 from tests.conftest import make_batch
 
 
@@ -130,3 +132,52 @@ def test_jit_compile_matches_eager(tiny_config):
     compiled = tf.function(lambda b: model(b), jit_compile=True)(batch)
     for key in eager:
         np.testing.assert_allclose(eager[key].numpy(), compiled[key].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _random_weights(model, seed=0):
+    """Every weight drawn anew (LayerNorm scales of 1 and zero biases are exact in bfloat16 and would hide a
+    rounding) at a scale where a rounded weight moves the outputs."""
+    rng = np.random.default_rng(seed)
+    model.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in model.get_weights()])
+
+
+def test_the_bfloat16_inference_policy_gives_mixed_bfloat16s_outputs_bit_for_bit(tiny_config, tmp_path):
+    """`with_dtype(model, "bfloat16")` stores the dense layers' weights in bfloat16, rounded once, where
+    mixed_bfloat16 rounds the same float32 weights on every call; the embedding tables, LayerNorms and the MLM
+    head's float32 bias stay float32, as mixed_bfloat16 uses them unrounded. Outputs: identical, eagerly and in a
+    graph (where TensorFlow fuses the GELU into a bfloat16 GEMM on CPUs with bfloat16 arithmetic)."""
+    encoder = BertEncoder(tiny_config, dtype="mixed_bfloat16")
+    for model in all_models(tiny_config)[1:] + [encoder]:
+        if model is not encoder:
+            model = type(model).from_config({**model.get_config(), "encoder": encoder})
+        _random_weights(model)
+        served = with_dtype(model, "bfloat16")
+        stored = {w.path: w.dtype for w in served.weights}
+        dense = {w.path for w in getattr(served, "encoder", served).weights if w.path.split("/")[-2] in (
+            "query", "key", "value", "output_dense", "intermediate", "dense")}  # the heads keep their policy
+        assert {p for p, d in stored.items() if d == "bfloat16"} == dense and len(dense) == 6 * 2 * 2 + 2, stored
+        for source, copy in zip(model.weights, served.weights):
+            np.testing.assert_array_equal(tf.cast(source, copy.dtype).numpy(), copy.numpy())
+        batch = inputs_for(model, tiny_config)
+        for run in (lambda m: m(batch, training=False), tf.function(lambda m: m(batch, training=False))):
+            for x, y in zip(flat(run(model)), flat(run(served))):
+                np.testing.assert_array_equal(x, y)
+    path = tmp_path / "served.keras"
+    served.save(path)  # the last one: the encoder alone
+    reloaded = keras.saving.load_model(path)
+    assert [w.dtype for w in reloaded.weights] == [w.dtype for w in served.weights]
+    for x, y in zip(flat(served(batch)), flat(reloaded(batch))):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_model_with_bfloat16_weights_refuses_to_train_and_restores_float32_checkpoints(tiny_config, tmp_path):
+    trained = BertClassifier(BertEncoder(tiny_config), num_classes=3)
+    _random_weights(trained)
+    prefix = tf.train.Checkpoint(model=trained).save(str(tmp_path / "ckpt"))  # `bert_tf.training`'s format
+    served = BertClassifier(BertEncoder(tiny_config, dtype="bfloat16"), num_classes=3)
+    assert restore_weights(served, prefix) == prefix
+    for source, copy in zip(trained.weights, served.weights):
+        np.testing.assert_array_equal(tf.cast(source, copy.dtype).numpy(), copy.numpy())
+    served.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="bfloat16 weights are for inference only; train under 'mixed_bfloat16'"):
+        served.fit(make_batch(tiny_config), np.array([0, 1, 2]), verbose=0)

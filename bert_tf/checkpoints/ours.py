@@ -3,7 +3,6 @@ initialises a model from a checkpoint of any format."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import tensorflow as tf
@@ -56,7 +55,16 @@ def restore_weights(model, path: str) -> str:
     BertBackbone preset, a Model Garden encoder checkpoint or TF Hub SavedModel, or one written by
     `bert_tf.training.train`. A checkpoint of another model type (a
     pretraining checkpoint for a classifier) gives its encoder; heads that the checkpoint lacks keep their fresh
-    initialisation. Optimizer state and step are ignored (`--init_checkpoint`). Returns the checkpoint used."""
+    initialisation. Optimizer state and step are ignored (`--init_checkpoint`). Returns the checkpoint used.
+    A model under the `bfloat16` inference policy gets the checkpoint's float32 weights rounded to bfloat16."""
+    if any(variable.dtype == "bfloat16" for variable in model.weights):
+        # every format stores float32 weights: read them into a float32 twin, then round once (`with_dtype`)
+        from bert_tf.models import with_dtype
+
+        twin = with_dtype(model, "mixed_bfloat16")
+        used = restore_weights(twin, path)
+        model.set_weights(twin.get_weights())
+        return used
     if is_keras_hub(path):
         restore_keras_hub(model, path)
         logging.info("initialised weights from %s", path)
