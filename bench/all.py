@@ -22,6 +22,7 @@ BENCHMARKS = {
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),
     "vocab_learner": ([], ["--megabytes", "0.3", "--repeats", "1"]),
+    "inference_policy": ([], ["--preset", "mini", "--rounds", "2", "--calls", "5"]),
     "data_gen": ([], ["--quick"]),
     "data_gen_memory": ([], ["--megabytes", "1", "2"]),
 }

@@ -1,5 +1,6 @@
 """Shared benchmark plumbing: a real-text corpus built on the spot, timing, the printed table, the CSV row."""
 
+import argparse
 import csv
 import datetime
 import importlib
@@ -250,3 +251,36 @@ def report(name, rows, columns):
             writer.writerow({"date": datetime.datetime.now().isoformat(timespec="seconds"),
                              "machine": machine_name(), "cpus": os.cpu_count(),
                              **{c: row[c] for c in columns}})
+
+
+def shapes_flag(value):
+    """argparse type of `--shapes`: batch x seq pairs, e.g. 8x128,1x128."""
+    try:
+        shapes = [tuple(int(n) for n in item.split("x")) for item in value.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
+        raise argparse.ArgumentTypeError(f"{value!r}: give batch x seq pairs, e.g. 8x128,1x128")
+    return shapes
+
+
+def forward_ab_args(shapes, rounds, calls, hidden=()):
+    """The checked flags of a forward-pass A/B (`bench.ffn_fusion`, `bench.inference_policy`): `--preset`,
+    `--shapes`, `--rounds`, `--calls` with these defaults, plus `hidden` (name, argparse keywords) pairs."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--shapes", type=shapes_flag, default=shapes)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--calls", type=int, default=calls)
+    for name, keywords in hidden:
+        parser.add_argument(name, help=argparse.SUPPRESS, **keywords)
+    args = parser.parse_args()
+    if args.rounds < 1 or args.calls < 1:
+        parser.error("--rounds and --calls must be at least 1")
+    from bert_tf.config import BertConfig, ConfigError
+
+    try:
+        BertConfig.preset(args.preset)
+    except ConfigError as error:
+        parser.error(f"--preset: {error}")
+    return args

@@ -9,12 +9,11 @@ inference mode after three warm-up calls and reports their median. A row is the 
 variant, and the ratio unfused / fused (> 1: the fusion is faster). Same code, same weights' shapes, fp32.
 """
 
-import argparse
 import json
 import subprocess
 import sys
 
-from bench.common import median, report
+from bench.common import forward_ab_args, median, report
 
 VARIANTS = ("fused", "unfused")
 
@@ -47,35 +46,11 @@ def child(variant, preset, batch, seq, calls):
     print(json.dumps({"seconds": median(times)}))
 
 
-def shapes_flag(value):
-    try:
-        shapes = [tuple(int(n) for n in item.split("x")) for item in value.split(",")]
-    except ValueError:
-        shapes = []
-    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
-        raise argparse.ArgumentTypeError(f"{value!r}: give batch x seq pairs, e.g. 8x128,1x128")
-    return shapes
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--preset", default="base")
-    parser.add_argument("--shapes", type=shapes_flag, default=[(8, 128), (1, 128)])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.rounds < 1 or args.calls < 1:
-        parser.error("--rounds and --calls must be at least 1")
+    args = forward_ab_args([(8, 128), (1, 128)], rounds=5, calls=20, hidden=[("--child", {"choices": VARIANTS})])
     if args.child:
         (batch, seq), = args.shapes
         return child(args.child, args.preset, batch, seq, args.calls)
-    from bert_tf.config import BertConfig, ConfigError
-
-    try:
-        BertConfig.preset(args.preset)
-    except ConfigError as error:
-        parser.error(f"--preset: {error}")
     rows = []
     for batch, seq in args.shapes:
         times = {variant: [] for variant in VARIANTS}

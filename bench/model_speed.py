@@ -8,7 +8,9 @@ sequence-classification step (2 labels on the pooled output, dropout 0.1, AdamW,
 update (AdamW: ours is `bert_tf.optimization.AdamW`, keras-hub's Keras's, HF's torch's); ours is
 `BertClassifier.train_step` and keras-hub's `BertTextClassifier.train_step` in a `tf.function`, HF's
 `BertForSequenceClassification` in its eager loop. `bf16` is Keras's `mixed_bfloat16` policy (bf16 compute, fp32
-variables) and torch's CPU autocast; `xla` compiles the TF step with `jit_compile=True`.
+variables) and torch's CPU autocast, except for our forward pass, which runs as our library serves bf16: under the
+`bfloat16` inference policy (`bert_tf.layers.precision`), the same outputs bit for bit with the dense layers'
+weights stored in bf16 instead of rounded on every call; `xla` compiles the TF step with `jit_compile=True`.
 
 One method for every row: rounds are interleaved (`paired_times`) and each time is the median of its rounds; a
 ratio is the peer's median over ours, so it can be recomputed from the two times shown (> 1: ours is faster). torch
@@ -40,20 +42,13 @@ def make_batch(batch, seq, seed=0):
             "mask": np.ones((batch, seq), "int32"), "labels": rng.integers(0, 2, batch).astype("int32")}
 
 
-@contextlib.contextmanager
 def keras_policy(precision):
     """Keras's global dtype policy for `precision` (fp32, bf16, fp16: `run_pretraining --dtype`'s short names)
-    inside the block."""
-    import keras
-
+    inside a `with` block."""
+    from bert_tf.layers.precision import global_policy
     from bert_tf.training import DTYPES
 
-    old = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(DTYPES[precision])
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(old)
+    return global_policy(DTYPES[precision])
 
 
 def _optimizer(ours):
@@ -67,11 +62,14 @@ def _optimizer(ours):
 
 def ours(config, data, mode, precision, xla, steps):
     from bert_tf import BertClassifier, BertEncoder
+    from bert_tf.layers.precision import INFERENCE_POLICY
 
     x = {"input_word_ids": data["ids"], "input_mask": data["mask"], "input_type_ids": data["types"]}
     with keras_policy(precision):
-        encoder = BertEncoder(config)
-        model = encoder if mode == "forward" else BertClassifier(encoder, num_classes=2)
+        if mode == "forward":
+            model = BertEncoder(config, dtype=INFERENCE_POLICY if precision == "bf16" else None)
+        else:
+            model = BertClassifier(BertEncoder(config), num_classes=2)
     return _tf_loop(model, x, data["labels"], mode, steps, xla, ours=True)
 
 

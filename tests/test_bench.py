@@ -450,3 +450,22 @@ def test_vocab_learner_benchmark_learns_the_same_vocabulary_both_ways(tmp_path, 
         with pytest.raises(SystemExit):
             vocab_learner.main()
         assert message in capsys.readouterr().err
+
+
+def test_inference_policy_ab_times_three_policies_with_identical_bfloat16_outputs(tmp_path, monkeypatch, capsys):
+    """`bench.inference_policy` at tiny size: one row per shape with each policy timed, and the inference policy's
+    outputs equal to mixed_bfloat16's; a bad count is one line."""
+    from bench import common, inference_policy
+
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["bench.inference_policy", "--preset", "tiny", "--shapes", "2x8,1x16",
+                                     "--rounds", "2", "--calls", "2"])
+    inference_policy.main()
+    rows = _tiny_rows(tmp_path / "inference_policy.csv")
+    assert [(row["batch"], row["seq"]) for row in rows] == [("2", "8"), ("1", "16")]
+    assert all(row["identical"] == "True" and float(row["bfloat16_ms"]) > 0 and float(row["float32_ms"]) > 0
+               for row in rows)
+    monkeypatch.setattr("sys.argv", ["bench.inference_policy", "--rounds", "0"])
+    with pytest.raises(SystemExit) as exit_info:
+        inference_policy.main()
+    assert exit_info.value.code == 2 and "--rounds and --calls must be at least 1" in capsys.readouterr().err
