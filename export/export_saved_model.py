@@ -17,7 +17,7 @@ Serving release that loads it) is printed and saved in `assets.extra/ops.json`.
 from absl import flags
 
 from bert_tf import tasks
-from export.exporting import KINDS, export
+from export.exporting import DTYPES, KINDS, export
 
 flags.DEFINE_enum("kind", None, list(KINDS), "What to export.")
 flags.DEFINE_string("export_dir", None, "Output directory (e.g. exports/model/1 for TF Serving's version dirs).")
@@ -33,15 +33,19 @@ flags.DEFINE_string("bert_config_file", None, "--kind=encoder|mlm: bert_config.j
 flags.DEFINE_string("init_checkpoint", None, "--kind=encoder|mlm: weights (original TF1, HF directory or ours).")
 flags.DEFINE_string("serving_version", None, "A TF Serving release (e.g. 2.15.1): refuse an export that it cannot "
                     "load (the TensorFlow and tensorflow-text each release links are in export/ops.py).")
+flags.DEFINE_enum("dtype", None, list(DTYPES), "Task kinds, encoder, mlm: the encoder's precision (default: "
+                  "float32). bfloat16 stores the dense weights in bfloat16 (the mixed_bfloat16 outputs, faster on "
+                  "servers with bfloat16 arithmetic: AVX512_BF16, AMX, GPUs); not for --kind=encoder.")
 flags.DEFINE_string("serving_tf_text", None, "For a custom model server build: the tensorflow-text version it links "
                     "(e.g. 2.12.1); refuse an export whose tensorflow-text ops are newer.")
 
 
 # The flags each kind reads besides --kind, --export_dir and the serving checks; another one given is an error.
 READS = {"preprocessor": {"vocab_file", "do_lower_case", "seq_length"},
-         "encoder": {"bert_config_file", "init_checkpoint"},
-         "mlm": {"bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case", "seq_length", "top_k"},
-         **{family.export_kind: {"model_dir", "seq_length", *family.export_flags} for family in tasks.FAMILIES}}
+         "encoder": {"bert_config_file", "init_checkpoint", "dtype"},
+         "mlm": {"bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case", "seq_length", "top_k", "dtype"},
+         **{family.export_kind: {"model_dir", "seq_length", "dtype", *family.export_flags}
+            for family in tasks.FAMILIES}}
 
 
 def main(argv):
@@ -59,7 +63,7 @@ def main(argv):
         report = export(f.kind, f.export_dir, model_dir=f.model_dir, vocab_file=f.vocab_file,
                         do_lower_case=f.do_lower_case, seq_length=f.seq_length, bert_config_file=f.bert_config_file,
                         init_checkpoint=f.init_checkpoint, doc_stride=f.doc_stride, top_k=f.top_k,
-                        serving_tf_text=f.serving_tf_text, serving_version=f.serving_version)
+                        serving_tf_text=f.serving_tf_text, serving_version=f.serving_version, dtype=f.dtype)
     except USER_ERRORS + (ValueError,) as e:
         fail(e)
     needs = report["min_tensorflow_text"]

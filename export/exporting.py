@@ -18,43 +18,56 @@ import bert_tf  # noqa: F401
 import tensorflow as tf
 
 from bert_tf import fileio, onednn, tasks
+from bert_tf.layers.precision import INFERENCE_POLICY
 
 TASK_KINDS = tasks.export_kinds()
 KINDS = ("preprocessor", "encoder", "mlm", *TASK_KINDS)
+DTYPES = ("float32", "mixed_bfloat16", INFERENCE_POLICY)
 
 
 def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_file: str | None = None,
            do_lower_case: bool | None = None, seq_length: int | None = None, bert_config_file: str | None = None,
            init_checkpoint: str | None = None, doc_stride: int | None = None, top_k: int = 5,
-           serving_tf_text: str | None = None, serving_version: str | None = None) -> dict:
+           serving_tf_text: str | None = None, serving_version: str | None = None, dtype: str | None = None) -> dict:
     """Writes the SavedModel of `kind` to `export_dir` and returns its op audit (`export.ops.check`, which refuses
     an export that TF Serving release `serving_version`, or a server linking tensorflow-text `serving_tf_text`,
     could not load). The export is written at `<export_dir>.tmp-<pid>` and swapped in by
     `bert_tf.staging.replace_dir`: an existing export keeps loading until the new one is complete and in place, and
     stays if anything fails. Staging directories of killed exports to the same `export_dir` are removed first.
     A 16-bit model's activations are cast to float32 in the exported graph whatever this CPU fuses
-    (`onednn.traced_to_run_elsewhere`)."""
+    (`onednn.traced_to_run_elsewhere`). `dtype`, one of `DTYPES`, runs the model's encoder under that Keras policy
+    (`bert_tf.models.with_dtype`; default: the policy it was built under, Keras's global one): `bfloat16`, the
+    inference policy, stores the dense weights in bfloat16, for servers whose CPU (AVX512_BF16, AMX) or GPU
+    computes in bfloat16; not for the fine-tunable `encoder`."""
     from export import ops
 
     if kind not in KINDS:
         raise ValueError(f"--kind={kind!r}: expected one of {', '.join(KINDS)}")
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"--dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
+    if dtype is not None and kind == "preprocessor":
+        raise ValueError("--kind=preprocessor has no model; drop --dtype")
+    if dtype == INFERENCE_POLICY and kind == "encoder":
+        raise ValueError(f"--kind=encoder exports a fine-tunable encoder, whose weights train in float32; "
+                         f"--dtype={INFERENCE_POLICY} is for the task kinds and mlm (use mixed_bfloat16 here)")
     ops.check_targets(serving_tf_text, serving_version)
     scratch = tempfile.mkdtemp(prefix="bert_tf_export_")  # the label file, until the save copies it as an asset
     try:
         with onednn.traced_to_run_elsewhere():
             return _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length,
-                           bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version)
+                           bert_config_file, init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version,
+                           dtype)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq_length, bert_config_file,
-            init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version):
+            init_checkpoint, doc_stride, top_k, serving_tf_text, serving_version, dtype):
     from bert_tf import staging
     from export import ops
 
     if kind in TASK_KINDS:
-        module = _task_module(kind, model_dir, seq_length, doc_stride, scratch)
+        module = _task_module(kind, model_dir, seq_length, doc_stride, scratch, dtype)
     elif kind == "preprocessor":
         from bert_tf.serving import Preprocessor
 
@@ -64,7 +77,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
                               seq_length=seq_length or 128)
     else:
         module = _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length,
-                                    top_k)
+                                    top_k, dtype)
     from bert_tf.serving import SAVE_OPTIONS, track_captured_variables
 
     signatures = module.signatures()
@@ -87,7 +100,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
     return report
 
 
-def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
+def _task_module(kind, model_dir, seq_length, doc_stride, scratch, dtype):
     from bert_tf.finetuning import MODEL_FILE, load_finetuned
     from bert_tf.serving import Preprocessor
     from bert_tf.tasks import task_info
@@ -103,8 +116,14 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch):
                          f"{' and '.join(family.kinds)} models; use --kind={trained_by.export_kind}")
     preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), do_lower_case=info.do_lower_case,
                                 seq_length=seq_length or info.max_seq_length)
-    return family.serving_module(load_finetuned(model_dir), info, preprocessor, doc_stride=doc_stride,
-                                 scratch=scratch)
+    return family.serving_module(_in_dtype(load_finetuned(model_dir), dtype), info, preprocessor,
+                                 doc_stride=doc_stride, scratch=scratch)
+
+
+def _in_dtype(model, dtype):
+    from bert_tf.models import with_dtype
+
+    return model if dtype is None else with_dtype(model, dtype)
 
 
 def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
@@ -122,13 +141,15 @@ def load_pretrainer(bert_config_file: str, init_checkpoint: str | None):
     return pretrainer, any((a != b).any() for a, b in zip(before, after))
 
 
-def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length, top_k):
+def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_lower_case, seq_length, top_k,
+                       dtype):
     from bert_tf.serving import Preprocessor
     from export.modules import EncoderModule, MaskedLMModule, MaskedLMSubModule
 
     if not bert_config_file:
         raise ValueError(f"--kind={kind} needs --bert_config_file (and --init_checkpoint)")
     pretrainer, has_mlm = load_pretrainer(bert_config_file, init_checkpoint)
+    pretrainer = _in_dtype(pretrainer, dtype)
     if kind == "encoder":
         module = EncoderModule(pretrainer.encoder)
         if has_mlm:

@@ -2,6 +2,7 @@
 tensorflow and tensorflow_text, compared with the Keras model in this process; the op audit; TF Serving
 PredictRequest protos run against the loaded signature."""
 
+import collections
 import json
 import os
 import shutil
@@ -371,3 +372,33 @@ def test_saved_model_cli_shows_and_runs_the_classifier(finetuned, tmp_path):
     with pytest.raises(ValueError, match=r"--serving_tf_text='2.x': not a version number"):
         export("classifier", str(tmp_path / "x"), model_dir=str(finetuned / "model"), serving_tf_text="2.x")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_bfloat16_export_stores_bfloat16_weights_and_serves_the_inference_policys_outputs(finetuned, tmp_path):
+    """`--dtype=bfloat16`: the classifier's encoder under the bfloat16 inference policy (its dense weights stored
+    in bfloat16), serving what `with_dtype(model, "bfloat16")` predicts when traced for another machine, as an
+    export is; refused for the fine-tunable encoder, whose weights must train in float32."""
+    import tensorflow as tf
+
+    from bert_tf import onednn
+    from bert_tf.finetuning import load_finetuned
+    from bert_tf.models import with_dtype
+    from bert_tf.tasks import Example
+    from bert_tf.tasks.classification import encode
+    from export.exporting import export
+
+    export("classifier", str(tmp_path / "bf16"), model_dir=str(finetuned / "model"), dtype="bfloat16")
+    loaded = tf.saved_model.load(str(tmp_path / "bf16"))
+    reader = tf.train.load_checkpoint(str(tmp_path / "bf16" / "variables" / "variables"))
+    stored = collections.Counter(dtype.name for name, dtype in reader.get_variable_to_dtype_map().items()
+                                 if name.endswith("VARIABLE_VALUE"))
+    assert stored["bfloat16"] == 1 * 6 * 2 + 2 and stored["float32"] > 0, stored  # 1 layer's 6 dense, the pooler
+    served = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    model = with_dtype(load_finetuned(str(finetuned / "model")), "bfloat16")
+    features = encode([Example(str(i), a, b) for i, (a, b) in enumerate(zip(TEXTS_A, TEXTS_B))],
+                      str(finetuned / "model" / "vocab.txt"), True, 32)
+    with onednn.traced_to_run_elsewhere():
+        logits = model.predict(features, verbose=0)["logits"]
+    np.testing.assert_allclose(served["probabilities"].numpy(), tf.nn.softmax(logits).numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="--kind=encoder exports a fine-tunable encoder"):
+        export("encoder", str(tmp_path / "enc"), bert_config_file="unused.json", dtype="bfloat16")
