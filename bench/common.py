@@ -264,17 +264,9 @@ def shapes_flag(value):
     return shapes
 
 
-def forward_ab_args(shapes, rounds, calls, hidden=()):
-    """The checked flags of a forward-pass A/B (`bench.ffn_fusion`, `bench.inference_policy`): `--preset`,
-    `--shapes`, `--rounds`, `--calls` with these defaults, plus `hidden` (name, argparse keywords) pairs."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--preset", default="base")
-    parser.add_argument("--shapes", type=shapes_flag, default=shapes)
-    parser.add_argument("--rounds", type=int, default=rounds)
-    parser.add_argument("--calls", type=int, default=calls)
-    for name, keywords in hidden:
-        parser.add_argument(name, help=argparse.SUPPRESS, **keywords)
-    args = parser.parse_args()
+def check_forward_ab(parser, args):
+    """Refuses, through `parser`, the bad values of a forward-pass A/B's flags (`bench.ffn_fusion`,
+    `bench.inference_policy`: `--preset`, `--rounds`, `--calls`)."""
     if args.rounds < 1 or args.calls < 1:
         parser.error("--rounds and --calls must be at least 1")
     from bert_tf.config import BertConfig, ConfigError
@@ -283,4 +275,3 @@ def forward_ab_args(shapes, rounds, calls, hidden=()):
         BertConfig.preset(args.preset)
     except ConfigError as error:
         parser.error(f"--preset: {error}")
-    return args

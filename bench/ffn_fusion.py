@@ -9,11 +9,12 @@ inference mode after three warm-up calls and reports their median. A row is the 
 variant, and the ratio unfused / fused (> 1: the fusion is faster). Same code, same weights' shapes, fp32.
 """
 
+import argparse
 import json
 import subprocess
 import sys
 
-from bench.common import forward_ab_args, median, report
+from bench.common import check_forward_ab, median, report, shapes_flag
 
 VARIANTS = ("fused", "unfused")
 
@@ -47,7 +48,14 @@ def child(variant, preset, batch, seq, calls):
 
 
 def main():
-    args = forward_ab_args([(8, 128), (1, 128)], rounds=5, calls=20, hidden=[("--child", {"choices": VARIANTS})])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--shapes", type=shapes_flag, default=[(8, 128), (1, 128)])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    check_forward_ab(parser, args)
     if args.child:
         (batch, seq), = args.shapes
         return child(args.child, args.preset, batch, seq, args.calls)

@@ -11,7 +11,9 @@ inference policy's (> 1: the inference policy is faster). `identical` says wheth
 `mixed_bfloat16`'s bit for bit on that batch, as they must.
 """
 
-from bench.common import forward_ab_args, median, paired_times, report
+import argparse
+
+from bench.common import check_forward_ab, median, paired_times, report, shapes_flag
 
 POLICIES = ("float32", "mixed_bfloat16", "bfloat16")
 
@@ -39,7 +41,13 @@ def forward_passes(preset, batch, seq):
 
 
 def main():
-    args = forward_ab_args([(1, 128), (8, 128)], rounds=5, calls=20)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--shapes", type=shapes_flag, default=[(1, 128), (8, 128)])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=20)
+    args = parser.parse_args()
+    check_forward_ab(parser, args)
     import numpy as np
 
     rows = []
