@@ -400,5 +400,7 @@ def test_a_bfloat16_export_stores_bfloat16_weights_and_serves_the_inference_poli
     with onednn.traced_to_run_elsewhere():
         logits = model.predict(features, verbose=0)["logits"]
     np.testing.assert_allclose(served["probabilities"].numpy(), tf.nn.softmax(logits).numpy(), atol=1e-6)
+    float32 = load_finetuned(str(finetuned / "model")).predict(features, verbose=0)["logits"]
+    assert np.abs(served["probabilities"].numpy() - tf.nn.softmax(float32).numpy()).max() > 1e-6  # it tells them apart
     with pytest.raises(ValueError, match="--kind=encoder exports a fine-tunable encoder"):
         export("encoder", str(tmp_path / "enc"), bert_config_file="unused.json", dtype="bfloat16")

@@ -33,7 +33,8 @@ def test_export_kinds_and_their_flags_come_from_the_families():
 
     assert set(tasks.export_kinds()) <= set(exporting.KINDS)
     for family in tasks.FAMILIES:
-        assert export_saved_model.READS[family.export_kind] == {"model_dir", "seq_length", *family.export_flags}
+        reads = {"model_dir", "seq_length", "dtype", *family.export_flags}
+        assert export_saved_model.READS[family.export_kind] == reads
 
 
 def _compared_kind_strings(path, own=()):
