@@ -91,9 +91,10 @@ def _tf_loop(model, x, labels, mode, steps, xla, ours=False):
 
     x = tf.nest.map_structure(tf.constant, x)
     if mode == "forward":
-        def step():
-            return tf.add_n([tf.reduce_sum(tf.cast(t, tf.float32)) for t in tf.nest.flatten(model(x, training=False))
-                             if t.shape.rank])
+        def step():  # the sequence and pooled output of each (ours also returns every layer's, not summed here)
+            out = model(x, training=False)
+            return tf.add_n([tf.reduce_sum(tf.cast(out[key], tf.float32)) for key in ("sequence_output",
+                                                                                    "pooled_output")])
         step = tf.function(step, jit_compile=xla)
     else:
         model.compile(optimizer=_optimizer(ours), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
