@@ -404,3 +404,8 @@ def test_a_bfloat16_export_stores_bfloat16_weights_and_serves_the_inference_poli
     assert np.abs(served["probabilities"].numpy() - tf.nn.softmax(float32).numpy()).max() > 1e-6  # it tells them apart
     with pytest.raises(ValueError, match="--kind=encoder exports a fine-tunable encoder"):
         export("encoder", str(tmp_path / "enc"), bert_config_file="unused.json", dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"--dtype='bf16': expected one of float32, mixed_bfloat16, bfloat16"):
+        export("classifier", str(tmp_path / "x"), model_dir=str(finetuned / "model"), dtype="bf16")
+    with pytest.raises(ValueError, match="--kind=preprocessor has no model; drop --dtype"):
+        export("preprocessor", str(tmp_path / "x"), vocab_file="unused.txt", dtype="float32")
+    assert not (tmp_path / "enc").exists() and not (tmp_path / "x").exists()
