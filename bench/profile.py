@@ -6,6 +6,8 @@
 
   python -m bench.profile --gemm_chain [--cell base-128] [--precision bf16]
 
+  python -m bench.profile --dropout [--cell base-128]
+
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
@@ -13,6 +15,10 @@ overlap, so shares are of the summed op time, not of the wall time. Under `--xla
 instead (see `op_times`): in BERT's step `MatMul`/`dot` are the GEMMs, `call` the dropout masks' random numbers
 (Philox, expanded by XLA into scalar 64-bit arithmetic on CPU) and `wrapped_reduce-window` LayerNorm's
 reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduce-window of 32-wide pieces).
+
+`--dropout` times one dropout of the cell's hidden states ([batch, seq, H]) compiled alone by XLA (`dropout_rng`):
+Keras's `Dropout`, which leaves TF to pick the random-number generator, against ours, which names Philox (see
+`bert_tf.layers.Dropout`), and each without XLA.
 
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
@@ -129,6 +135,26 @@ def gemm_chain(config, batch, seq, precision, repeats=7):
     return seconds, (encoder_flops(config, batch, seq) - batch * 2 * h * h) / rate
 
 
+def dropout_rng(batch, seq, hidden, repeats=5):
+    """Seconds of one training-mode dropout of a [batch, seq, hidden] float32 tensor, summed so none is skipped:
+    {(layer, "xla" or "graph"): median seconds} for Keras's `Dropout` and ours, each the only dropout in its
+    program."""
+    import keras
+    import tensorflow as tf
+
+    from bench.common import median, paired_times
+    from bert_tf.layers import Dropout
+
+    x = tf.random.uniform((batch, seq, hidden))
+    steps = {}
+    for name, layer in (("keras", keras.layers.Dropout(0.1, seed=1)), ("ours", Dropout(0.1, seed=1))):
+        for mode in ("xla", "graph"):
+            step = tf.function(lambda layer=layer: tf.reduce_sum(layer(x, training=True)), jit_compile=mode == "xla")
+            steps[name, mode] = lambda step=step: step().numpy()
+    times = paired_times(list(steps.values()), repeats=repeats)
+    return {key: median(t) for key, t in zip(steps, times)}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cell", default="base-128", choices=sorted(CELLS))
@@ -139,7 +165,21 @@ def main():
     parser.add_argument("--gemm", action="store_true", help="time the cell's FFN GEMMs in TF and torch instead")
     parser.add_argument("--gemm_chain", action="store_true",
                         help="time the encoder's forward GEMMs alone, against the floor, instead")
+    parser.add_argument("--dropout", action="store_true",
+                        help="time one dropout of the cell's hidden states, Keras's and ours, with and without XLA")
     args = parser.parse_args()
+    if args.dropout:
+        from bert_tf import BertConfig
+
+        preset, batch, seq = CELLS[args.cell]
+        hidden = BertConfig.preset(preset).hidden_size
+        times = dropout_rng(batch, seq, hidden)
+        print(f"one dropout of [{batch}, {seq}, {hidden}] float32, median of 5 interleaved rounds:")
+        for mode in ("xla", "graph"):
+            keras_s, ours_s = times["keras", mode], times["ours", mode]
+            print(f"  {mode:<5} Keras {keras_s * 1e3:8.2f} ms  ours {ours_s * 1e3:8.2f} ms  Keras / ours "
+                  f"{keras_s / ours_s:6.1f}x")
+        return None
     if args.gemm_chain:
         from bert_tf import BertConfig
 

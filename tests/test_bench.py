@@ -387,6 +387,15 @@ def test_gemm_chain_times_the_encoders_gemms_against_the_floor_of_their_flops(mo
     assert floor == pytest.approx((encoder_flops(config, 2, 16) - 2 * 2 * 128 * 128) / 2e9)
 
 
+def test_dropout_rng_times_keras_and_ours_with_and_without_xla():
+    """`bench.profile --dropout` on a tiny tensor: all four programs run and are timed."""
+    from bench import profile
+
+    times = profile.dropout_rng(2, 4, 8, repeats=1)
+    assert set(times) == {(layer, mode) for layer in ("keras", "ours") for mode in ("xla", "graph")}
+    assert all(seconds > 0 for seconds in times.values())
+
+
 def test_optimizer_step_builds_each_optimizer_it_compares():
     """bench.optimizer_step's callables on two small variables: each update and each first update runs (a changed
     create_optimizer or Keras AdamW signature fails here). Twice each: the warmup's first rate is 0."""

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf.layers import Dropout
@@ -41,3 +42,48 @@ def test_every_dropout_in_the_models_is_ours(tiny_config):
         layers = list(model._flatten_layers())
         assert any(isinstance(layer, Dropout) for layer in layers)
         assert not [layer.name for layer in layers if type(layer) is keras.layers.Dropout]
+
+
+@pytest.mark.parametrize("noise_shape", [None, (None, 1, None)])
+def test_masks_are_keras_masks_without_xla(noise_shape):
+    """Without XLA the generator is the one Keras's own layer gets from TensorFlow (Philox), so the same seed gives
+    Keras's masks bit for bit, eagerly and in a graph, call after call."""
+    x = np.random.default_rng(1).uniform(1, 2, (16, 32, 48)).astype("float32")
+    ours, keras_layer = (cls(RATE, seed=11, noise_shape=noise_shape) for cls in (Dropout, keras.layers.Dropout))
+    for run in (lambda layer: layer(x, training=True), tf.function(lambda layer: layer(x, training=True))):
+        for _ in range(2):
+            np.testing.assert_array_equal(run(ours).numpy(), run(keras_layer).numpy())
+
+
+def test_under_xla_the_rate_and_scale_hold():
+    """Under XLA the masks come from XLA's Philox (not TensorFlow's kernel): still the rate within sampling noise,
+    the kept values scaled by 1 / (1 - rate), a new mask per call and the same masks from the same seed."""
+    x = np.random.default_rng(2).uniform(1, 2, SHAPE).astype("float32")
+
+    def masks(seed):
+        layer = Dropout(RATE, seed=seed)
+        step = tf.function(lambda: layer(x, training=True), jit_compile=True)
+        return [step().numpy() for _ in range(2)]
+
+    first, second = masks(5)
+    sigma = (RATE * (1 - RATE) / first.size) ** 0.5
+    for out in (first, second):
+        assert abs((out == 0).mean() - RATE) < 5 * sigma
+        np.testing.assert_allclose(out[out != 0], x[out != 0] / (1 - RATE), rtol=1e-6)
+    assert not np.array_equal(first == 0, second == 0)
+    again = masks(5)
+    np.testing.assert_array_equal(again[0], first)
+    np.testing.assert_array_equal(again[1], second)
+
+
+def test_the_generator_is_named_except_on_tpus(monkeypatch):
+    """Philox outright (XLA compiles "auto_select" into a far slower generator on CPUs), and under a TPU strategy
+    TensorFlow's own choice for the device."""
+    from bert_tf.layers import dropout
+
+    assert dropout._rng_algorithm() == "philox"
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        assert dropout._rng_algorithm() == "philox"
+    tpu = object.__new__(tf.distribute.TPUStrategy)  # no TPU here: only the type is looked at
+    monkeypatch.setattr(tf.distribute, "get_strategy", lambda: tpu)
+    assert dropout._rng_algorithm() == "auto_select"
