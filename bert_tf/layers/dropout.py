@@ -20,9 +20,10 @@ class Dropout(keras.layers.Dropout):
     The random numbers are Philox's, named outright (`_rng_algorithm`). Keras leaves TensorFlow to pick the
     algorithm ("auto_select"), which is Philox on CPUs and GPUs without XLA, so the masks are Keras's there bit for
     bit. Under XLA, "auto_select" compiles to a generator that XLA's CPU compiler, when a shape of random numbers
-    occurs once in the program, fuses into the dropout element by element, re-deriving the key for every number,
-    many times slower than the Philox XLA builds when the algorithm is named (`python -m bench.profile --dropout`). XLA's Philox draws other masks than
-    TensorFlow's kernel from the same seed (as "auto_select" does under XLA), equally random.
+    occurs once in the program, fuses into the dropout element by element, re-deriving the key for every number:
+    many times slower than the Philox XLA builds when the algorithm is named (`python -m bench.profile
+    --dropout`). XLA's Philox draws other masks than TensorFlow's kernel from the same seed (as "auto_select" does
+    under XLA), equally random.
     """
 
     def call(self, inputs, training=False):
