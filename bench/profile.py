@@ -20,6 +20,8 @@ reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduc
 Keras's `Dropout`, which leaves TF to pick the random-number generator, against ours, which names Philox (see
 `bert_tf.layers.Dropout`), and each without XLA.
 
+`--gemm`, `--gemm_chain` and `--dropout` are one measurement each, and refuse the trace flags they do not read.
+
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
 kernel), in XLA (`jit_compile`) and in torch: forward `x @ W`, input gradient `dy @ W^T` and weight gradient
@@ -155,6 +157,21 @@ def dropout_rng(batch, seq, hidden, repeats=5):
     return {key: median(t) for key, t in zip(steps, times)}
 
 
+# the trace flags each separate measurement leaves unread
+UNREAD = {"gemm": ("mode", "precision", "xla", "top"), "gemm_chain": ("mode", "xla", "top"),
+          "dropout": ("mode", "precision", "xla", "top")}
+
+
+def refuse_unread(parser, args):
+    """One measurement per run, and no flag given that it does not read (refused through `parser`)."""
+    chosen = [name for name in UNREAD if getattr(args, name)]
+    if len(chosen) > 1:
+        parser.error(f"--{chosen[0]} and --{chosen[1]} are separate measurements; give one")
+    for name in UNREAD[chosen[0]] if chosen else ():
+        if getattr(args, name) != parser.get_default(name):
+            parser.error(f"--{name} is not read with --{chosen[0]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cell", default="base-128", choices=sorted(CELLS))
@@ -168,6 +185,7 @@ def main():
     parser.add_argument("--dropout", action="store_true",
                         help="time one dropout of the cell's hidden states, Keras's and ours, with and without XLA")
     args = parser.parse_args()
+    refuse_unread(parser, args)
     if args.dropout:
         from bert_tf import BertConfig
 

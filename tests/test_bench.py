@@ -396,6 +396,23 @@ def test_dropout_rng_times_keras_and_ours_with_and_without_xla():
     assert all(seconds > 0 for seconds in times.values())
 
 
+def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):
+    """`bench.profile`: --gemm, --gemm_chain and --dropout are one measurement each, and a trace flag given to one
+    that does not read it is refused in one line rather than ignored."""
+    from bench import profile
+
+    for args, message in ((["--dropout", "--xla"], "--xla is not read with --dropout"),
+                          (["--dropout", "--precision", "bf16"], "--precision is not read with --dropout"),
+                          (["--gemm", "--mode", "forward"], "--mode is not read with --gemm"),
+                          (["--gemm_chain", "--top", "3"], "--top is not read with --gemm_chain"),
+                          (["--gemm", "--dropout"], "--gemm and --dropout are separate measurements")):
+        monkeypatch.setattr("sys.argv", ["bench.profile", *args])
+        with pytest.raises(SystemExit):
+            profile.main()
+        error = capsys.readouterr().err
+        assert message in error.strip().splitlines()[-1] and "Traceback" not in error, (args, error)
+
+
 def test_optimizer_step_builds_each_optimizer_it_compares():
     """bench.optimizer_step's callables on two small variables: each update and each first update runs (a changed
     create_optimizer or Keras AdamW signature fails here). Twice each: the warmup's first rate is 0."""
