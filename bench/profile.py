@@ -8,6 +8,8 @@
 
   python -m bench.profile --dropout [--cell base-128]
 
+  python -m bench.profile --layer_norm [--cell base-128] [--precision bf16]
+
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
@@ -20,7 +22,12 @@ reductions (XLA's CPU compiler splits each 512- or 768-wide row sum into a reduc
 Keras's `Dropout`, which leaves TF to pick the random-number generator, against ours, which names Philox (see
 `bert_tf.layers.Dropout`), and each without XLA.
 
-`--gemm`, `--gemm_chain` and `--dropout` are one measurement each, and refuse the trace flags they do not read.
+`--layer_norm` times Keras's element-wise LayerNorm against ours, one oneDNN kernel (`bert_tf.layers.LayerNorm`),
+without XLA: one LayerNorm of the cell's [batch * seq, H] activations, the cell's forward pass and its train step,
+each pair in interleaved rounds (`layer_norm_ab`).
+
+`--gemm`, `--gemm_chain`, `--dropout` and `--layer_norm` are one measurement each, and refuse the trace flags they do
+not read.
 
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
@@ -31,6 +38,7 @@ element-wise pass, small against a GEMM, counted against them).
 
 import argparse
 import collections
+import contextlib
 import glob
 import os
 import re
@@ -157,9 +165,60 @@ def dropout_rng(batch, seq, hidden, repeats=5):
     return {key: median(t) for key, t in zip(steps, times)}
 
 
+@contextlib.contextmanager
+def keras_layer_norms():
+    """Inside, `bert_tf.layers.LayerNorm` traces Keras's element-wise LayerNorm, as it does off oneDNN."""
+    from bert_tf.layers import LayerNorm
+
+    one_kernel = LayerNorm._one_kernel
+    LayerNorm._one_kernel = lambda self, inputs: False
+    try:
+        yield
+    finally:
+        LayerNorm._one_kernel = one_kernel
+
+
+def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
+    """Seconds, Keras's element-wise LayerNorm against ours in one oneDNN kernel (`bert_tf.layers.LayerNorm`), in
+    graphs without XLA: {"one LayerNorm": (Keras, ours) per LayerNorm of [batch * seq, H] in a chain of `chain`,
+    "forward": (Keras, ours) per encoder forward pass, "train": (Keras, ours) per classifier train step}, each the
+    median of interleaved rounds. The two models of a pair have the same shapes and policy."""
+    import keras
+    import tensorflow as tf
+
+    from bench.common import median, paired_times
+    from bench.model_speed import keras_policy
+    from bert_tf.layers import LayerNorm
+
+    data, runs = make_batch(batch, seq), {}
+    with keras_policy(precision):
+        x = tf.cast(tf.random.normal((batch * seq, config.hidden_size)), keras.config.dtype_policy().compute_dtype)
+        for name in ("keras", "ours"):
+            layer = LayerNorm(epsilon=config.layer_norm_eps)
+
+            def chained(layer=layer):
+                y = x
+                for _ in range(chain):
+                    y = layer(y)
+                return tf.reduce_sum(tf.cast(y, tf.float32))
+
+            runs["one LayerNorm", name] = tf.function(chained)
+    for mode in ("forward", "train"):
+        for name in ("keras", "ours"):
+            runs[mode, name] = ours(config, data, mode, precision, False, 1)
+    for (what, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
+        with keras_layer_norms() if name == "keras" else contextlib.nullcontext():
+            run() if what != "one LayerNorm" else run().numpy()
+    calls = [(lambda run=run: run().numpy()) if what == "one LayerNorm" else run for (what, _), run in runs.items()]
+    times = dict(zip(runs, (median(t) for t in paired_times(calls, repeats=repeats))))
+    return {what: (times[what, "keras"] / (chain if what == "one LayerNorm" else 1),
+                   times[what, "ours"] / (chain if what == "one LayerNorm" else 1))
+            for what in ("one LayerNorm", "forward", "train")}
+
+
 # the trace flags each separate measurement leaves unread
 UNREAD = {"gemm": ("mode", "precision", "xla", "top"), "gemm_chain": ("mode", "xla", "top"),
-          "dropout": ("mode", "precision", "xla", "top")}
+          "dropout": ("mode", "precision", "xla", "top"), "layer_norm": ("mode", "xla", "top")}
 
 
 def refuse_unread(parser, args):
@@ -184,8 +243,21 @@ def main():
                         help="time the encoder's forward GEMMs alone, against the floor, instead")
     parser.add_argument("--dropout", action="store_true",
                         help="time one dropout of the cell's hidden states, Keras's and ours, with and without XLA")
+    parser.add_argument("--layer_norm", action="store_true",
+                        help="time Keras's LayerNorm against ours (one oneDNN kernel): alone, in the cell's "
+                             "forward pass and in its train step")
     args = parser.parse_args()
     refuse_unread(parser, args)
+    if args.layer_norm:
+        from bert_tf import BertConfig
+
+        preset, batch, seq = CELLS[args.cell]
+        times = layer_norm_ab(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
+        print(f"{args.cell} {args.precision}, no XLA, median of 5 interleaved rounds: Keras's LayerNorm against ours")
+        for what, (keras_s, ours_s) in times.items():
+            print(f"  {what:<14} Keras {keras_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  Keras / ours "
+                  f"{keras_s / ours_s:5.2f}x")
+        return None
     if args.dropout:
         from bert_tf import BertConfig
 

@@ -1,5 +1,6 @@
-"""TensorFlow's oneDNN CPU kernels: on by default for bert_tf on x86, a warning when that came too late, and whether
-a traced bfloat16 GEMM computes the activation after it in float32 (by fusing it)."""
+"""TensorFlow's oneDNN CPU kernels: on by default for bert_tf on x86, a warning when that came too late, whether a
+graph traced here runs them, and whether a traced bfloat16 GEMM computes the activation after it in float32 (by
+fusing it)."""
 
 import contextlib
 import os
@@ -49,32 +50,45 @@ def prefer_onednn():
 def fuses_activation_in_float32(dtype) -> bool:
     """Whether TensorFlow, running the graph being traced here, fuses an element-wise activation on the output of a
     `dtype` 2-D MatMul + BiasAdd into that GEMM, as a oneDNN post-op computed in float32 on the float32
-    accumulator and rounded once. It does so only in a graph (not eagerly) that XLA does not compile, with its
-    graph optimizer's remapper on, no GPU to place the GEMM on, and oneDNN running `dtype` GEMMs on this CPU (as
-    TensorFlow decides: AVX-512, AVX-NE-CONVERT or AMX), and never under `traced_to_run_elsewhere`; for bfloat16
-    only (the one 16-bit dtype whose fusion `tests/test_bench.py` checks). Anywhere else the activation runs op by
-    op in `dtype`, and a caller that wants it in float32 must cast."""
+    accumulator and rounded once. It does so only where `graph_runs_onednn_here` and its graph optimizer's remapper
+    is on, with oneDNN running `dtype` GEMMs on this CPU (as TensorFlow decides: AVX-512, AVX-NE-CONVERT or AMX);
+    for bfloat16 only (the one 16-bit dtype whose fusion `tests/test_bench.py` checks). Anywhere else the
+    activation runs op by op in `dtype`, and a caller that wants it in float32 must cast."""
     import tensorflow as tf
-    from tensorflow.python.ops import control_flow_util
     from tensorflow.python.util import _pywrap_utils
 
-    dtype = tf.as_dtype(dtype)
-    if dtype != tf.bfloat16 or tf.executing_eagerly() or getattr(_elsewhere, "on", False):
+    if tf.as_dtype(dtype) != tf.bfloat16 or not graph_runs_onednn_here():
         return False
     options = tf.config.optimizer.get_experimental_options()
-    if options.get("disable_meta_optimizer") or options.get("remapping") is False or tf.config.optimizer.get_jit():
+    if options.get("disable_meta_optimizer") or options.get("remapping") is False:
+        return False
+    return bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
+
+
+def graph_runs_onednn_here() -> bool:
+    """Whether the graph being traced here runs on this process's CPU with TensorFlow's oneDNN kernels: a graph (not
+    eager), not compiled by XLA (`jit_compile`, auto-clustering, a TPU), with no GPU to place its ops on, oneDNN
+    on, and traced neither under `traced_to_run_elsewhere` nor by `tf.saved_model.save` (which traces the functions
+    it saves again, for the machine that loads them: Keras's `model.export` included). Only there may a layer trace
+    oneDNN's own ops or count on TensorFlow's oneDNN fusions."""
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+    from tensorflow.python.saved_model import save_context
+
+    if tf.executing_eagerly() or getattr(_elsewhere, "on", False) or save_context.in_save_context():
+        return False
+    if tf.config.optimizer.get_jit():
         return False
     if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
         return False
-    if tf.config.list_logical_devices("GPU"):
-        return False
-    return onednn_enabled() and bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
+    return not tf.config.list_logical_devices("GPU") and onednn_enabled()
 
 
 @contextlib.contextmanager
 def traced_to_run_elsewhere():
-    """Graphs traced inside (SavedModels for TF Serving) make no use of `fuses_activation_in_float32`: the machine
-    and TensorFlow build that run them may not fuse, so they cast to float32 themselves."""
+    """Graphs traced inside (SavedModels for TF Serving) make no use of oneDNN (`graph_runs_onednn_here` is false):
+    the machine and TensorFlow build that run them may not fuse, or have no oneDNN ops, so they trace TensorFlow's
+    portable ops and cast to float32 themselves."""
     before = getattr(_elsewhere, "on", False)
     _elsewhere.on = True
     try:

@@ -1,10 +1,12 @@
 """The benchmark harness: the FLOP count behind every "fraction of the matmul floor" figure, and the results files."""
 
+import contextlib
+
 import pytest
 import tensorflow as tf
 
 from bench.common import encoder_flops
-from bert_tf import BertConfig, BertEncoder
+from bert_tf import BertConfig, BertEncoder, onednn
 
 from tests import forking
 
@@ -396,15 +398,40 @@ def test_dropout_rng_times_keras_and_ours_with_and_without_xla():
     assert all(seconds > 0 for seconds in times.values())
 
 
+def test_layer_norm_ab_times_keras_layer_norm_against_ours_alone_and_in_the_model():
+    """`bench.profile --layer_norm` at tiny size: each pair is timed, and the Keras side really traces Keras's
+    element-wise LayerNorm (no oneDNN kernel in its graph) while ours traces the kernel where it runs here."""
+    import tensorflow as tf
+
+    from bench import profile
+    from bert_tf.layers import LayerNorm
+    from bert_tf.layers.layer_norm import kernel_available
+
+    config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
+    times = profile.layer_norm_ab(config, 2, 8, "bf16", repeats=1, chain=2)
+    assert set(times) == {"one LayerNorm", "forward", "train"}
+    assert all(seconds > 0 for pair in times.values() for seconds in pair)
+    layer = LayerNorm()
+    layer.build((None, 8))
+    traced = {}
+    for name, context in (("keras", profile.keras_layer_norms()), ("ours", contextlib.nullcontext())):
+        with context:
+            graph = tf.function(layer.__call__).get_concrete_function(tf.ones((2, 8))).graph
+        traced[name] = {op.type for op in graph.get_operations()}
+    assert "_MklLayerNorm" not in traced["keras"] and "Mean" in traced["keras"]
+    assert ("_MklLayerNorm" in traced["ours"]) == (kernel_available() and onednn.onednn_enabled())
+
+
 def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):
-    """`bench.profile`: --gemm, --gemm_chain and --dropout are one measurement each, and a trace flag given to one
-    that does not read it is refused in one line rather than ignored."""
+    """`bench.profile`: --gemm, --gemm_chain, --dropout and --layer_norm are one measurement each, and a trace flag
+    given to one that does not read it is refused in one line rather than ignored."""
     from bench import profile
 
     for args, message in ((["--dropout", "--xla"], "--xla is not read with --dropout"),
                           (["--dropout", "--precision", "bf16"], "--precision is not read with --dropout"),
                           (["--gemm", "--mode", "forward"], "--mode is not read with --gemm"),
                           (["--gemm_chain", "--top", "3"], "--top is not read with --gemm_chain"),
+                          (["--layer_norm", "--mode", "forward"], "--mode is not read with --layer_norm"),
                           (["--gemm", "--dropout"], "--gemm and --dropout are separate measurements")):
         monkeypatch.setattr("sys.argv", ["bench.profile", *args])
         with pytest.raises(SystemExit):

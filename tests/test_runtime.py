@@ -91,6 +91,32 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
                     "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}
 
 
+def test_a_graph_runs_onednn_here_only_where_traced_for_this_process_cpu():
+    """`graph_runs_onednn_here` lets a layer trace oneDNN's own ops (`bert_tf.layers.LayerNorm`): only in a graph
+    that this process runs with oneDNN, never eagerly, under XLA, for another machine or in a SavedModel."""
+    import tensorflow as tf
+
+    from bert_tf.serving import traced_for_saving
+
+    seen = {}
+
+    def probe(where):
+        seen[where] = onednn.graph_runs_onednn_here()
+        return tf.constant(0)
+
+    probe("eager")
+    tf.function(lambda: probe("graph"))()
+    tf.function(lambda: probe("xla"), jit_compile=True)()
+    with onednn.traced_to_run_elsewhere():
+        tf.function(lambda: probe("for elsewhere"))()
+    with traced_for_saving():
+        tf.function(lambda: probe("saving"))()
+    tf.function(lambda: probe("after"))()
+    assert onednn.onednn_enabled()
+    assert seen == {"eager": False, "graph": True, "xla": False, "for elsewhere": False, "saving": False,
+                    "after": True}
+
+
 DEFERRED_MATPLOTLIB = """
 import sys, types
 package, plt, patches = (sys.modules[name] for name in ("matplotlib", "matplotlib.pyplot", "matplotlib.patches"))

@@ -6,6 +6,7 @@ from keras import ops
 
 from bert_tf.layers.activations import initializer
 from bert_tf.layers.dropout import Dropout
+from bert_tf.layers.layer_norm import LayerNorm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -33,8 +34,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.dropout_rate = dropout_rate
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=self.dtype_policy,
-                                                          name="LayerNorm")
+        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy, name="LayerNorm")
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):

@@ -6,6 +6,7 @@ from keras import ops
 
 from bert_tf.layers.activations import get_activation, initializer
 from bert_tf.layers.dropout import Dropout
+from bert_tf.layers.layer_norm import LayerNorm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -74,8 +75,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.activation_fn = get_activation(activation)
         self.transform = keras.layers.Dense(hidden_size, kernel_initializer=initializer(initializer_range),
                                             dtype=self.dtype_policy, name="transform_dense")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=self.dtype_policy,
-                                                          name="transform_LayerNorm")
+        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy, name="transform_LayerNorm")
 
     def build(self, *args):
         self.transform.build((None, None, self.hidden_size))

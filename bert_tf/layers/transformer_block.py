@@ -7,6 +7,7 @@ from keras import ops
 from bert_tf.layers.activations import get_activation, initializer
 from bert_tf.layers.attention import BertSelfAttention
 from bert_tf.layers.dropout import Dropout
+from bert_tf.layers.layer_norm import LayerNorm
 from bert_tf.layers.precision import parameter_policy
 from bert_tf.onednn import fuses_activation_in_float32
 
@@ -41,18 +42,16 @@ class BertTransformerBlock(keras.layers.Layer):
         self.attention = BertSelfAttention(hidden_size=hidden_size, num_heads=num_heads,
                                            dropout_rate=attention_dropout_rate, initializer_range=initializer_range,
                                            dtype=policy, name="attention")
-        self.attention_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
-                                                                    dtype=parameter_policy(policy),
-                                                                    name="attention_LayerNorm")
+        self.attention_layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=parameter_policy(policy),
+                                              name="attention_LayerNorm")
         self.activation_fn = get_activation(activation)
         self._fusable_activation = get_activation(activation, in_float32=False)
         self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=initializer(initializer_range),
                                                dtype=policy, name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer(initializer_range),
                                                dtype=policy, name="output_dense")
-        self.output_layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
-                                                                 dtype=parameter_policy(policy),
-                                                                 name="output_LayerNorm")
+        self.output_layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=parameter_policy(policy),
+                                           name="output_LayerNorm")
         self.dropout = Dropout(dropout_rate, dtype=policy)
 
     def build(self, input_shape):

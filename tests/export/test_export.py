@@ -290,11 +290,17 @@ def _bfloat16_gelu_ops(graph_def):
     return [n.name for n in nodes if "Gelu" in n.name and "T" in n.attr and n.attr["T"].type == tf.bfloat16]
 
 
+def _nodes(graph_def, op):
+    return [n.name for n in list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+            if n.op == op]
+
+
 def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(tiny_config, tmp_path,
                                                                                 monkeypatch):
     """A process whose CPU fuses the GELU into oneDNN's bfloat16 GEMM traces Keras's bfloat16 GELU for that fusion
     (`bert_tf.onednn.fuses_activation_in_float32`); the export runs on other machines and TF Serving builds, so it
-    always casts to float32. The CPU's answer is forced to yes here, so the test means the same on every CPU."""
+    always casts to float32. The CPU's answer is forced to yes here, so the test means the same on every CPU. The
+    LayerNorms, which run as oneDNN's kernel in this process, are TensorFlow's portable ops in the export."""
     import keras
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_utils
@@ -311,6 +317,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
         x = {k: tf.constant(v) for k, v in make_batch(tiny_config).items()}
         in_process = tf.function(lambda: encoder(x, training=False)).get_concrete_function().graph.as_graph_def()
         assert _bfloat16_gelu_ops(in_process)  # traced for the fusion here
+        assert len(_nodes(in_process, "_MklLayerNorm")) == 2 * tiny_config.num_hidden_layers + 1
         export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"))
     finally:
         keras.config.set_dtype_policy("float32")
@@ -318,6 +325,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     graph_def = loaded.signatures["serving_default"].graph.as_graph_def()
     assert any("Gelu" in n.name for f in graph_def.library.function for n in f.node_def)
     assert not _bfloat16_gelu_ops(graph_def)
+    assert not _nodes(graph_def, "_MklLayerNorm")
 
 
 def test_export_errors_are_one_line(tmp_path):
