@@ -23,8 +23,8 @@ Keras's `Dropout`, which leaves TF to pick the random-number generator, against 
 `bert_tf.layers.Dropout`), and each without XLA.
 
 `--layer_norm` times Keras's element-wise LayerNorm against ours, one oneDNN kernel (`bert_tf.layers.LayerNorm`),
-without XLA: one LayerNorm of the cell's [batch * seq, H] activations, the cell's forward pass and its train step,
-each pair in interleaved rounds (`layer_norm_ab`).
+without XLA: one LayerNorm of the cell's [batch * seq, H] activations, the cell's forward pass, the same at batch 1,
+and its train step, each pair in interleaved rounds (`layer_norm_ab`).
 
 `--gemm`, `--gemm_chain`, `--dropout` and `--layer_norm` are one measurement each, and refuse the trace flags they do
 not read.
@@ -181,8 +181,9 @@ def keras_layer_norms():
 def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
     """Seconds, Keras's element-wise LayerNorm against ours in one oneDNN kernel (`bert_tf.layers.LayerNorm`), in
     graphs without XLA: {"one LayerNorm": (Keras, ours) per LayerNorm of [batch * seq, H] in a chain of `chain`,
-    "forward": (Keras, ours) per encoder forward pass, "train": (Keras, ours) per classifier train step}, each the
-    median of interleaved rounds. The two models of a pair have the same shapes and policy."""
+    "forward": (Keras, ours) per encoder forward pass, "forward, batch 1": the same for one sequence (latency),
+    "train": (Keras, ours) per classifier train step}, each the median of interleaved rounds. The two models of a
+    pair have the same shapes and policy."""
     import keras
     import tensorflow as tf
 
@@ -203,9 +204,10 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
                 return tf.reduce_sum(tf.cast(y, tf.float32))
 
             runs["one LayerNorm", name] = tf.function(chained)
-    for mode in ("forward", "train"):
+    for what, mode, data in (("forward", "forward", data), ("forward, batch 1", "forward", make_batch(1, seq)),
+                             ("train", "train", data)):
         for name in ("keras", "ours"):
-            runs[mode, name] = ours(config, data, mode, precision, False, 1)
+            runs[what, name] = ours(config, data, mode, precision, False, 1)
     for (what, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
         with keras_layer_norms() if name == "keras" else contextlib.nullcontext():
             run() if what != "one LayerNorm" else run().numpy()
@@ -213,7 +215,7 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
     times = dict(zip(runs, (median(t) for t in paired_times(calls, repeats=repeats))))
     return {what: (times[what, "keras"] / (chain if what == "one LayerNorm" else 1),
                    times[what, "ours"] / (chain if what == "one LayerNorm" else 1))
-            for what in ("one LayerNorm", "forward", "train")}
+            for what in ("one LayerNorm", "forward", "forward, batch 1", "train")}
 
 
 # the trace flags each separate measurement leaves unread
@@ -255,7 +257,7 @@ def main():
         times = layer_norm_ab(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
         print(f"{args.cell} {args.precision}, no XLA, median of 5 interleaved rounds: Keras's LayerNorm against ours")
         for what, (keras_s, ours_s) in times.items():
-            print(f"  {what:<14} Keras {keras_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  Keras / ours "
+            print(f"  {what:<16} Keras {keras_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  Keras / ours "
                   f"{keras_s / ours_s:5.2f}x")
         return None
     if args.dropout:
