@@ -204,10 +204,10 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
                 return tf.reduce_sum(tf.cast(y, tf.float32))
 
             runs["one LayerNorm", name] = tf.function(chained)
-    for what, mode, data in (("forward", "forward", data), ("forward, batch 1", "forward", make_batch(1, seq)),
-                             ("train", "train", data)):
+    for what, mode, inputs in (("forward", "forward", data), ("forward, batch 1", "forward", make_batch(1, seq)),
+                               ("train", "train", data)):
         for name in ("keras", "ours"):
-            runs[what, name] = ours(config, data, mode, precision, False, 1)
+            runs[what, name] = ours(config, inputs, mode, precision, False, 1)
     for (what, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
         with keras_layer_norms() if name == "keras" else contextlib.nullcontext():
             run() if what != "one LayerNorm" else run().numpy()
