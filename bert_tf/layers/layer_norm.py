@@ -38,7 +38,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     def _one_kernel(self, inputs) -> bool:
         rank = inputs.shape.rank
         axis = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
-        return (rank is not None and [a % rank for a in axis] == [rank - 1] and self.center and self.scale
+        return (bool(rank) and [a % rank for a in axis] == [rank - 1] and self.center and self.scale
                 and not self.rms_scaling and keras.backend.standardize_dtype(inputs.dtype) in _FLOATS
                 and kernel_available() and graph_runs_onednn_here())
 
