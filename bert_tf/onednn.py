@@ -68,9 +68,11 @@ def fuses_activation_in_float32(dtype) -> bool:
 def graph_runs_onednn_here() -> bool:
     """Whether the graph being traced here runs on this process's CPU with TensorFlow's oneDNN kernels: a graph (not
     eager), not compiled by XLA (`jit_compile`, auto-clustering, a TPU), with no GPU to place its ops on, oneDNN
-    on, and traced neither under `traced_to_run_elsewhere` nor by `tf.saved_model.save` (which traces the functions
-    it saves again, for the machine that loads them: Keras's `model.export` included). Only there may a layer trace
-    oneDNN's own ops or count on TensorFlow's oneDNN fusions."""
+    on, and traced neither under `traced_to_run_elsewhere` nor by `tf.saved_model.save` (which traces the
+    tf.functions it saves again, Keras's `model.export` included; a concrete function traced before the save is
+    saved as it was). Only there may a layer trace oneDNN's own ops or count on TensorFlow's oneDNN fusions. The
+    answer is fixed when a graph is traced: a graph traced here and then run elsewhere (converted, or called inside
+    an XLA function) must be traced under `traced_to_run_elsewhere`."""
     import tensorflow as tf
     from tensorflow.python.ops import control_flow_util
     from tensorflow.python.saved_model import save_context

@@ -25,14 +25,20 @@ class LayerNorm(keras.layers.LayerNormalization):
 
     Anywhere else (eagerly, under XLA, with a GPU, in graphs traced for other machines such as SavedModels for TF
     Serving, in a TensorFlow without the kernel, for other axes, float64, or without center or scale) it is
-    Keras's layer unchanged.
+    Keras's layer unchanged. The choice is made when a graph is traced, so a graph traced here and run or converted
+    elsewhere keeps the kernel: a concrete function traced before `tf.saved_model.save` (as `signatures=`), one
+    handed to a converter (TFLite, ONNX, OpenVINO), or a `tf.function` traced outside XLA and then called inside a
+    `jit_compile` function, which XLA refuses. Trace those under `bert_tf.onednn.traced_to_run_elsewhere()`.
     """
 
     def call(self, inputs):
         if not self._one_kernel(inputs):
             return super().call(inputs)
         x = tf.cast(inputs, tf.float32)
-        y = _onednn_layer_norm(x, tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32), self.epsilon)
+        rank = inputs.shape.rank
+        flat = x if rank in (2, 3) else tf.reshape(x, [-1, tf.shape(x)[-1]])  # the kernel takes 2-D or 3-D
+        y = _onednn_layer_norm(flat, tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32), self.epsilon)
+        y = y if rank in (2, 3) else tf.reshape(y, tf.shape(x))
         return tf.cast(tf.cast(y, inputs.dtype), self.compute_dtype)  # as Keras: back to the input's, then compute
 
     def _one_kernel(self, inputs) -> bool:

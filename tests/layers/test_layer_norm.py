@@ -12,7 +12,7 @@ from bert_tf.layers.layer_norm import kernel_available
 
 H = 768
 EPSILON = 1e-12
-FLOAT32_EPS, BFLOAT16_EPS = 2.0 ** -24, 2.0 ** -8  # unit roundoffs: half an ulp, relative
+FLOAT32_EPS, FLOAT16_EPS, BFLOAT16_EPS = 2.0 ** -24, 2.0 ** -11, 2.0 ** -8  # unit roundoffs: half an ulp, relative
 
 
 def weights(seed=0):
@@ -85,21 +85,65 @@ def test_its_gradients_are_float64_autodiffs_within_float32_rounding():
         assert np.abs(got - want).max() <= 64 * FLOAT32_EPS * np.abs(want).max(), name
 
 
-@pytest.mark.parametrize("given", ["float32", "bfloat16"])
-def test_under_mixed_bfloat16_it_normalizes_in_float32_and_rounds_once(given):
-    """Under `mixed_bfloat16`, as Keras's layer: the input, float32 or bfloat16, normalized in float32 with the
-    float32 gamma and beta, the result rounded to bfloat16 once (within bfloat16's unit roundoff of float64's, plus
-    float32's error)."""
+@pytest.mark.parametrize("policy,given", [("mixed_bfloat16", "float32"), ("mixed_bfloat16", "bfloat16"),
+                                          ("mixed_float16", "float16")])
+def test_under_a_16_bit_policy_it_normalizes_in_float32_and_rounds_once(policy, given):
+    """Under `mixed_bfloat16` or `mixed_float16` (and so under the `bfloat16` inference policy, whose LayerNorms
+    take `mixed_bfloat16`), as Keras's layer: the input normalized in float32 with the float32 gamma and beta, the
+    result rounded to the 16-bit dtype once (within its unit roundoff of float64's, plus float32's error)."""
     x = tf.cast(np.random.default_rng(3).normal(1, 2, (4, 32, H)), given)
     seen = tf.cast(x, tf.float64).numpy()
     gamma, beta = weights()
     centered = seen - seen.mean(-1, keepdims=True)
     reference = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPSILON) * gamma + beta
-    layer = make(LayerNorm, "mixed_bfloat16")
-    out = tf.function(layer.__call__)(x)
-    assert out.dtype == tf.bfloat16
+    graph = tf.function(make(LayerNorm, policy).__call__)
+    assert kernels_in(graph, x) == (1 if runs_kernel_here() else 0)
+    out = graph(x)
+    assert out.dtype == policy.removeprefix("mixed_")
     error = np.abs(tf.cast(out, tf.float64).numpy() - reference)
-    assert (error <= BFLOAT16_EPS * np.abs(reference) + 64 * FLOAT32_EPS * np.abs(reference).max()).all()
+    unit = BFLOAT16_EPS if policy == "mixed_bfloat16" else FLOAT16_EPS
+    assert (error <= unit * np.abs(reference) + 64 * FLOAT32_EPS * np.abs(reference).max()).all()
+
+
+@pytest.mark.parametrize("shape", [(H,), (16, H), (2, 3, 8, H)])
+def test_any_rank_is_normalized_over_its_last_axis(shape):
+    """The kernel takes 2-D and 3-D tensors; others are flattened to [-1, H] for it and back. Outputs and input
+    gradients against Keras's layer in float64."""
+    x = np.random.default_rng(5).normal(1, 2, shape)
+
+    def run(layer, dtype):
+        inputs = tf.constant(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            y = layer(inputs)
+            loss = tf.reduce_sum(y * y)
+        return y, tape.gradient(loss, inputs)
+
+    ours = make(LayerNorm)
+    graph = tf.function(lambda: run(ours, tf.float32))
+    assert kernels_in(graph) == (1 if runs_kernel_here() else 0)
+    for got, want in zip(graph(), run(make(keras.layers.LayerNormalization, "float64"), tf.float64)):
+        got, want = got.numpy().astype("float64"), want.numpy()
+        assert got.shape == shape and np.abs(got - want).max() <= 64 * FLOAT32_EPS * np.abs(want).max()
+
+
+def test_a_graph_for_xla_is_traced_for_elsewhere():
+    """The kernel is chosen when a graph is traced. A tf.function traced here and then called inside a
+    `jit_compile` function carries the kernel into XLA, which refuses it; traced under `traced_to_run_elsewhere`,
+    the same function compiles and gives Keras's outputs (docs/model.md)."""
+    x = np.random.default_rng(6).normal(1, 2, (4, 32, H)).astype("float32")
+    layer = make(LayerNorm)
+    traced_here = tf.function(layer.__call__)
+    traced_here(x)
+    if runs_kernel_here():
+        with pytest.raises(tf.errors.InvalidArgumentError, match="_MklLayerNorm"):
+            tf.function(lambda: traced_here(x), jit_compile=True)()
+    for_xla = tf.function(layer.__call__)
+    with onednn.traced_to_run_elsewhere():
+        for_xla(x)
+    keras_layer = tf.function(make(keras.layers.LayerNormalization).__call__)
+    np.testing.assert_array_equal(tf.function(lambda: for_xla(x), jit_compile=True)().numpy(),
+                                  tf.function(lambda: keras_layer(x), jit_compile=True)().numpy())
 
 
 def test_anywhere_else_it_is_keras_layer_norm_bit_for_bit():
