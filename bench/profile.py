@@ -197,24 +197,24 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
         for name in ("keras", "ours"):
             layer = LayerNorm(epsilon=config.layer_norm_eps)
 
+            @tf.function
             def chained(layer=layer):
                 y = x
                 for _ in range(chain):
                     y = layer(y)
                 return tf.reduce_sum(tf.cast(y, tf.float32))
 
-            runs["one LayerNorm", name] = tf.function(chained)
+            runs["one LayerNorm", name] = lambda chained=chained: chained().numpy()
     for what, mode, inputs in (("forward", "forward", data), ("forward, batch 1", "forward", make_batch(1, seq)),
                                ("train", "train", data)):
         for name in ("keras", "ours"):
             runs[what, name] = ours(config, inputs, mode, precision, False, 1)
-    for (what, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
+    for (_, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
         with keras_layer_norms() if name == "keras" else contextlib.nullcontext():
-            run() if what != "one LayerNorm" else run().numpy()
-    calls = [(lambda run=run: run().numpy()) if what == "one LayerNorm" else run for (what, _), run in runs.items()]
-    times = dict(zip(runs, (median(t) for t in paired_times(calls, repeats=repeats))))
-    return {what: (times[what, "keras"] / (chain if what == "one LayerNorm" else 1),
-                   times[what, "ours"] / (chain if what == "one LayerNorm" else 1))
+            run()
+    times = dict(zip(runs, (median(t) for t in paired_times(list(runs.values()), repeats=repeats))))
+    calls_per_run = {"one LayerNorm": chain}
+    return {what: (times[what, "keras"] / calls_per_run.get(what, 1), times[what, "ours"] / calls_per_run.get(what, 1))
             for what in ("one LayerNorm", "forward", "forward, batch 1", "train")}
 
 

@@ -1,5 +1,7 @@
 """LayerNorm computed by one oneDNN kernel where the graph runs TensorFlow's oneDNN ops, by Keras's ops elsewhere."""
 
+import functools
+
 import keras
 import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_library
@@ -49,14 +51,12 @@ class LayerNorm(keras.layers.LayerNormalization):
                 and kernel_available() and graph_runs_onednn_here())
 
 
+@functools.cache
 def kernel_available() -> bool:
     """Whether this TensorFlow registers oneDNN's float32 LayerNorm kernel for the CPU."""
-    if not hasattr(kernel_available, "answer"):
-        registered = kernels.get_registered_kernels_for_op(_KERNEL).kernel
-        kernel_available.answer = any(
-            k.device_type == "CPU" and any(tf.float32.as_datatype_enum in c.allowed_values.list.type
-                                           for c in k.constraint) for k in registered)
-    return kernel_available.answer
+    return any(k.device_type == "CPU" and any(tf.float32.as_datatype_enum in c.allowed_values.list.type
+                                              for c in k.constraint)
+               for k in kernels.get_registered_kernels_for_op(_KERNEL).kernel)
 
 
 def _onednn_layer_norm(x, gamma, beta, epsilon):
