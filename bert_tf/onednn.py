@@ -1,6 +1,6 @@
 """TensorFlow's oneDNN CPU kernels: on by default for bert_tf on x86, a warning when that came too late, whether a
-graph traced here runs them, and whether a traced bfloat16 GEMM computes the activation after it in float32 (by
-fusing it)."""
+graph traced here runs on this CPU and with them, and whether a traced bfloat16 GEMM computes the activation after it
+in float32 (by fusing it)."""
 
 import contextlib
 import os
@@ -65,14 +65,15 @@ def fuses_activation_in_float32(dtype) -> bool:
     return bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
 
 
-def graph_runs_onednn_here() -> bool:
-    """Whether the graph being traced here runs on this process's CPU with TensorFlow's oneDNN kernels: a graph (not
-    eager), not compiled by XLA (`jit_compile`, auto-clustering, a TPU), with no GPU to place its ops on, oneDNN
-    on, and traced neither under `traced_to_run_elsewhere` nor by `tf.saved_model.save` (which traces the
-    tf.functions it saves again, Keras's `model.export` included; a concrete function traced before the save is
-    saved as it was). Only there may a layer trace oneDNN's own ops or count on TensorFlow's oneDNN fusions. The
-    answer is fixed when a graph is traced: a graph traced here and then run elsewhere (converted, or called inside
-    an XLA function) must be traced under `traced_to_run_elsewhere`."""
+def graph_runs_on_this_cpu() -> bool:
+    """Whether the graph being traced here runs on this process's CPU, op by op: a graph (not eager), not compiled
+    by XLA (`jit_compile`, auto-clustering, a TPU), with no GPU to place its ops on, and traced neither under
+    `traced_to_run_elsewhere` nor by `tf.saved_model.save` (which traces the tf.functions it saves again, Keras's
+    `model.export` included; a concrete function traced before the save is saved as it was). Only there may a layer
+    trace what this process's TensorFlow runs and another may not: oneDNN's own ops (`graph_runs_onednn_here`), or
+    an XLA-compiled function of its own (`bert_tf.layers.gelu`). The answer is fixed when a graph is traced: a graph
+    traced here and then run elsewhere (converted, or called inside an XLA function) must be traced under
+    `traced_to_run_elsewhere`."""
     import tensorflow as tf
     from tensorflow.python.ops import control_flow_util
     from tensorflow.python.saved_model import save_context
@@ -83,14 +84,20 @@ def graph_runs_onednn_here() -> bool:
         return False
     if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
         return False
-    return not tf.config.list_logical_devices("GPU") and onednn_enabled()
+    return not tf.config.list_logical_devices("GPU")
+
+
+def graph_runs_onednn_here() -> bool:
+    """Whether the graph being traced here runs on this process's CPU (`graph_runs_on_this_cpu`) with TensorFlow's
+    oneDNN kernels: only there may a layer trace oneDNN's own ops or count on TensorFlow's oneDNN fusions."""
+    return graph_runs_on_this_cpu() and onednn_enabled()
 
 
 @contextlib.contextmanager
 def traced_to_run_elsewhere():
-    """Graphs traced inside (SavedModels for TF Serving) make no use of oneDNN (`graph_runs_onednn_here` is false):
-    the machine and TensorFlow build that run them may not fuse, or have no oneDNN ops, so they trace TensorFlow's
-    portable ops and cast to float32 themselves."""
+    """Graphs traced inside (SavedModels for TF Serving) make no use of oneDNN or of XLA-compiled functions
+    (`graph_runs_on_this_cpu` is false): the machine and TensorFlow build that run them may not fuse, or have no
+    oneDNN ops or XLA, so they trace TensorFlow's portable ops and cast to float32 themselves."""
     before = getattr(_elsewhere, "on", False)
     _elsewhere.on = True
     try:

@@ -91,9 +91,10 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
                     "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}
 
 
-def test_a_graph_runs_onednn_here_only_where_traced_for_this_process_cpu():
-    """`graph_runs_onednn_here` lets a layer trace oneDNN's own ops (`bert_tf.layers.LayerNorm`): only in a graph
-    that this process runs with oneDNN, never eagerly, under XLA, for another machine or in a SavedModel."""
+def test_a_graph_runs_on_this_cpu_and_onednn_only_where_traced_for_this_process_cpu(monkeypatch):
+    """`graph_runs_on_this_cpu` lets a layer trace an XLA-compiled function of its own (`bert_tf.layers.gelu`), and
+    `graph_runs_onednn_here` oneDNN's own ops (`bert_tf.layers.LayerNorm`): only in a graph that this process runs
+    (with oneDNN), never eagerly, under XLA, for another machine or in a SavedModel."""
     import tensorflow as tf
 
     from bert_tf.serving import traced_for_saving
@@ -101,7 +102,7 @@ def test_a_graph_runs_onednn_here_only_where_traced_for_this_process_cpu():
     seen = {}
 
     def probe(where):
-        seen[where] = onednn.graph_runs_onednn_here()
+        seen[where] = (onednn.graph_runs_on_this_cpu(), onednn.graph_runs_onednn_here())
         return tf.constant(0)
 
     probe("eager")
@@ -113,8 +114,11 @@ def test_a_graph_runs_onednn_here_only_where_traced_for_this_process_cpu():
         tf.function(lambda: probe("saving"))()
     tf.function(lambda: probe("after"))()
     assert onednn.onednn_enabled()
-    assert seen == {"eager": False, "graph": True, "xla": False, "for elsewhere": False, "saving": False,
-                    "after": True}
+    monkeypatch.setattr(onednn, "onednn_enabled", lambda: False)
+    tf.function(lambda: probe("oneDNN off"))()
+    no, yes = (False, False), (True, True)
+    assert seen == {"eager": no, "graph": yes, "xla": no, "for elsewhere": no, "saving": no, "after": yes,
+                    "oneDNN off": (True, False)}
 
 
 DEFERRED_MATPLOTLIB = """
