@@ -10,6 +10,8 @@
 
   python -m bench.profile --layer_norm [--cell base-128] [--precision bf16]
 
+  python -m bench.profile --gelu [--cell base-128] [--precision bf16]
+
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
@@ -26,8 +28,13 @@ Keras's `Dropout`, which leaves TF to pick the random-number generator, against 
 without XLA: one LayerNorm of the cell's [batch * seq, H] activations, the cell's forward pass, the same at batch 1,
 and its train step, each pair in interleaved rounds (`layer_norm_ab`).
 
-`--gemm`, `--gemm_chain`, `--dropout` and `--layer_norm` are one measurement each, and refuse the trace flags they do
-not read.
+`--gelu` times the FFN's GELU in TensorFlow's element-wise ops (Keras's, with autodiff's gradient) against ours, two
+XLA-compiled kernels (`bert_tf.layers.gelu`), without XLA around them: forward and gradient of the cell's
+[batch * seq, 4H] activations, and its train step (`gelu_ab`). Inference is not timed: there the GELU is fused
+into the GEMM either way.
+
+`--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm` and `--gelu` are one measurement each, and refuse the trace
+flags they do not read.
 
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
@@ -44,6 +51,7 @@ import os
 import re
 import tempfile
 import time
+from unittest import mock
 
 from bench.model_speed import CELLS, VOCAB, make_batch, ours
 
@@ -53,31 +61,40 @@ def op_times(logdir):
 
     Without XLA the events are TF ops on the executor threads (`tf_Compute`). An XLA-compiled step is one op there;
     its work shows as XLA's thunks on the Eigen threads, named after the HLO instruction (`MatMul.12`, `call.3`,
-    `wrapped_reduce-window.7`): those are summed by name with the number dropped, outermost events only."""
+    `wrapped_reduce-window.7`): those are summed by name with the number dropped, outermost events only. An XLA
+    function called inside a graph (`bert_tf.layers.gelu`) runs its thunks on the executor thread that calls it,
+    inside its `CpuExecutable` event: counted the same way."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     with open(sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1], "rb") as f:
         space.ParseFromString(f.read())
     by_type, by_name = collections.Counter(), collections.Counter()
+
+    def add_thunk(name, event):
+        by_type[re.sub(r"\.\d+$", "", name)] += event.duration_ps / 1e12
+        by_name[name] += event.duration_ps / 1e12
+
     for plane in space.planes:
         names = {key: meta.name for key, meta in plane.event_metadata.items()}
         for line in plane.lines:
-            if "_Eigen" in line.name:  # XLA thunks; a nested thunk (inside a `call`) is part of its caller's time
-                end = -1
-                for event in sorted(line.events, key=lambda e: e.offset_ps):
-                    name = names.get(event.metadata_id, "")
-                    if name == "ThunkExecutor::Execute" or event.offset_ps < end:
-                        continue
-                    end = event.offset_ps + event.duration_ps
-                    by_type[re.sub(r"\.\d+$", "", name)] += event.duration_ps / 1e12
-                    by_name[name] += event.duration_ps / 1e12
-            if not line.name.startswith("tf_Compute"):  # TF executor threads: one event per op run
+            executor = line.name.startswith("tf_Compute")  # TF executor threads: one event per op run
+            if not executor and "_Eigen" not in line.name:
                 continue
-            for event in line.events:
+            cluster_end, thunk_end = -1, -1
+            for event in sorted(line.events, key=lambda e: e.offset_ps):
                 name = names.get(event.metadata_id, "")
-                # CpuExecutable: a whole XLA cluster, whose thunks are counted above
-                if ":" not in name or name.startswith(("ThreadpoolListener", "ExecutorState", "CpuExecutable")):
+                if name.startswith("CpuExecutable"):  # a whole XLA cluster: its thunks are counted, not it
+                    cluster_end = event.offset_ps + event.duration_ps
+                    continue
+                if not executor or event.offset_ps < cluster_end:  # XLA thunks; a nested one is its caller's time
+                    if name in ("ThunkExecutor::Execute", "BlockUntilReady", "ParallelFor") or name.startswith(
+                            ("end: ", "Memory", "ThreadpoolListener")) or event.offset_ps < thunk_end:
+                        continue
+                    thunk_end = event.offset_ps + event.duration_ps
+                    add_thunk(name, event)
+                    continue
+                if ":" not in name or name.startswith(("ThreadpoolListener", "ExecutorState")):
                     continue
                 path, op_type = name.rsplit(":", 1)
                 by_type[op_type] += event.duration_ps / 1e12
@@ -165,17 +182,12 @@ def dropout_rng(batch, seq, hidden, repeats=5):
     return {key: median(t) for key, t in zip(steps, times)}
 
 
-@contextlib.contextmanager
 def keras_layer_norms():
-    """Inside, `bert_tf.layers.LayerNorm` traces Keras's element-wise LayerNorm, as it does off oneDNN."""
+    """A context inside which `bert_tf.layers.LayerNorm` traces Keras's element-wise LayerNorm, as it does off
+    oneDNN."""
     from bert_tf.layers import LayerNorm
 
-    one_kernel = LayerNorm._one_kernel
-    LayerNorm._one_kernel = lambda self, inputs: False
-    try:
-        yield
-    finally:
-        LayerNorm._one_kernel = one_kernel
+    return mock.patch.object(LayerNorm, "_one_kernel", lambda self, inputs: False)
 
 
 def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
@@ -187,7 +199,6 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
     import keras
     import tensorflow as tf
 
-    from bench.common import median, paired_times
     from bench.model_speed import keras_policy
     from bert_tf.layers import LayerNorm
 
@@ -209,18 +220,70 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
                                ("train", "train", data)):
         for name in ("keras", "ours"):
             runs[what, name] = ours(config, inputs, mode, precision, False, 1)
-    for (_, name), run in runs.items():  # each traced, Keras's under `keras_layer_norms`
-        with keras_layer_norms() if name == "keras" else contextlib.nullcontext():
+    return keras_against_ours(runs, keras_layer_norms, repeats, {"one LayerNorm": chain})
+
+
+def keras_against_ours(runs, keras_context, repeats, calls_per_run):
+    """{what: (Keras's seconds, ours)} for `runs` = {(what, "keras" or "ours"): run}: each run traced once, Keras's
+    under `keras_context()`, then the medians of `repeats` interleaved rounds, over the `calls_per_run[what]` calls
+    a run makes (1 if not given)."""
+    from bench.common import median, paired_times
+
+    for (_, name), run in runs.items():
+        with keras_context() if name == "keras" else contextlib.nullcontext():
             run()
     times = dict(zip(runs, (median(t) for t in paired_times(list(runs.values()), repeats=repeats))))
-    calls_per_run = {"one LayerNorm": chain}
     return {what: (times[what, "keras"] / calls_per_run.get(what, 1), times[what, "ours"] / calls_per_run.get(what, 1))
-            for what in ("one LayerNorm", "forward", "forward, batch 1", "train")}
+            for what, _ in runs if _ == "ours"}
+
+
+def keras_gelus():
+    """A context inside which the encoder's training GELU traces TensorFlow's element-wise ops, as it does off this
+    CPU."""
+    from bert_tf.layers import transformer_block
+
+    return mock.patch.object(transformer_block, "compiles", lambda activation, dtype: False)
+
+
+def gelu_ab(config, batch, seq, precision, repeats=5, chain=12):
+    """Seconds, the FFN's GELU in TensorFlow's element-wise ops (Keras's, with autodiff's gradient) against ours in
+    two XLA-compiled kernels (`bert_tf.layers.gelu`), in graphs without XLA: {"one GELU": (Keras, ours) per GELU
+    forward and gradient of [batch * seq, intermediate_size] in a chain of `chain`, "train": (Keras, ours) per
+    classifier train step}, each the median of interleaved rounds."""
+    import keras
+    import tensorflow as tf
+
+    from bench.model_speed import keras_policy
+    from bert_tf.layers.activations import get_activation
+    from bert_tf.layers.gelu import APPROXIMATE, compiled_gelu
+
+    runs = {}
+    with keras_policy(precision):
+        dtype = keras.config.dtype_policy().compute_dtype
+    x = tf.cast(tf.random.normal((batch * seq, config.intermediate_size)), dtype)
+    gelus = {"keras": get_activation(config.hidden_act),
+             "ours": lambda x: compiled_gelu(x, APPROXIMATE[config.hidden_act])}
+    for name, gelu in gelus.items():
+        @tf.function
+        def chained(gelu=gelu):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = x
+                for _ in range(chain):
+                    y = gelu(y)
+            return tf.reduce_sum(tf.cast(tape.gradient(y, x), tf.float32))
+
+        runs["one GELU", name] = lambda chained=chained: chained().numpy()
+    data = make_batch(batch, seq)
+    for name in ("keras", "ours"):
+        runs["train", name] = ours(config, data, "train", precision, False, 1)
+    return keras_against_ours(runs, keras_gelus, repeats, {"one GELU": chain})
 
 
 # the trace flags each separate measurement leaves unread
 UNREAD = {"gemm": ("mode", "precision", "xla", "top"), "gemm_chain": ("mode", "xla", "top"),
-          "dropout": ("mode", "precision", "xla", "top"), "layer_norm": ("mode", "xla", "top")}
+          "dropout": ("mode", "precision", "xla", "top"), "layer_norm": ("mode", "xla", "top"),
+          "gelu": ("mode", "xla", "top")}
 
 
 def refuse_unread(parser, args):
@@ -248,14 +311,18 @@ def main():
     parser.add_argument("--layer_norm", action="store_true",
                         help="time Keras's LayerNorm against ours (one oneDNN kernel): alone, in the cell's "
                              "forward pass and in its train step")
+    parser.add_argument("--gelu", action="store_true",
+                        help="time the FFN's GELU in TensorFlow's ops against ours (two XLA-compiled kernels): "
+                             "forward and gradient alone, and in the cell's train step")
     args = parser.parse_args()
     refuse_unread(parser, args)
-    if args.layer_norm:
+    if args.layer_norm or args.gelu:
         from bert_tf import BertConfig
 
         preset, batch, seq = CELLS[args.cell]
-        times = layer_norm_ab(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
-        print(f"{args.cell} {args.precision}, no XLA, median of 5 interleaved rounds: Keras's LayerNorm against ours")
+        ab, what = (layer_norm_ab, "LayerNorm") if args.layer_norm else (gelu_ab, "GELU")
+        times = ab(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
+        print(f"{args.cell} {args.precision}, no XLA, median of 5 interleaved rounds: Keras's {what} against ours")
         for what, (keras_s, ours_s) in times.items():
             print(f"  {what:<16} Keras {keras_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  Keras / ours "
                   f"{keras_s / ours_s:5.2f}x")

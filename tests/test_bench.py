@@ -422,9 +422,31 @@ def test_layer_norm_ab_times_keras_layer_norm_against_ours_alone_and_in_the_mode
     assert ("_MklLayerNorm" in traced["ours"]) == (kernel_available() and onednn.onednn_enabled())
 
 
+def test_gelu_ab_times_keras_gelu_against_ours_alone_and_in_the_train_step():
+    """`bench.profile --gelu` at tiny size: each pair is timed, and the Keras side's train step really traces
+    TensorFlow's element-wise GELU (no XLA-compiled function in its graph) while ours traces the two kernels."""
+    import tensorflow as tf
+
+    from bench import profile
+    from bert_tf.layers import BertTransformerBlock
+
+    config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
+    times = profile.gelu_ab(config, 2, 8, "bf16", repeats=1, chain=2)
+    assert set(times) == {"one GELU", "train"}
+    assert all(seconds > 0 for pair in times.values() for seconds in pair)
+    block = BertTransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16)
+    x = tf.ones((2, 3, 8))
+    compiled = {}
+    for name, context in (("keras", profile.keras_gelus()), ("ours", contextlib.nullcontext())):
+        with context:
+            graph = tf.function(lambda x: block(x, training=True)).get_concrete_function(x).graph.as_graph_def()
+        compiled[name] = sum(f.attr["_XlaMustCompile"].b for f in graph.library.function)
+    assert compiled == {"keras": 0, "ours": 1}
+
+
 def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):
-    """`bench.profile`: --gemm, --gemm_chain, --dropout and --layer_norm are one measurement each, and a trace flag
-    given to one that does not read it is refused in one line rather than ignored."""
+    """`bench.profile`: --gemm, --gemm_chain, --dropout, --layer_norm and --gelu are one measurement each, and a
+    trace flag given to one that does not read it is refused in one line rather than ignored."""
     from bench import profile
 
     for args, message in ((["--dropout", "--xla"], "--xla is not read with --dropout"),
@@ -432,6 +454,8 @@ def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys
                           (["--gemm", "--mode", "forward"], "--mode is not read with --gemm"),
                           (["--gemm_chain", "--top", "3"], "--top is not read with --gemm_chain"),
                           (["--layer_norm", "--mode", "forward"], "--mode is not read with --layer_norm"),
+                          (["--gelu", "--xla"], "--xla is not read with --gelu"),
+                          (["--gelu", "--layer_norm"], "--layer_norm and --gelu are separate measurements"),
                           (["--gemm", "--dropout"], "--gemm and --dropout are separate measurements")):
         monkeypatch.setattr("sys.argv", ["bench.profile", *args])
         with pytest.raises(SystemExit):
