@@ -47,22 +47,32 @@ def prefer_onednn():
                       stacklevel=3)
 
 
-def fuses_activation_in_float32(dtype) -> bool:
-    """Whether TensorFlow, running the graph being traced here, fuses an element-wise activation on the output of a
-    `dtype` 2-D MatMul + BiasAdd into that GEMM, as a oneDNN post-op computed in float32 on the float32
-    accumulator and rounded once. It does so only where `graph_runs_onednn_here` and its graph optimizer's remapper
-    is on, with oneDNN running `dtype` GEMMs on this CPU (as TensorFlow decides: AVX-512, AVX-NE-CONVERT or AMX);
-    for bfloat16 only (the one 16-bit dtype whose fusion `tests/test_bench.py` checks). Anywhere else the
-    activation runs op by op in `dtype`, and a caller that wants it in float32 must cast."""
+def runs_bfloat16_in_float32(dtype) -> bool:
+    """Whether TensorFlow, running the graph being traced here, hands `dtype` GEMMs and softmaxes to oneDNN, which
+    computes a bfloat16 one in float32 and rounds its output once. It does so only where `graph_runs_onednn_here`,
+    with oneDNN running `dtype` on this CPU (as TensorFlow decides: AVX-512, AVX-NE-CONVERT or AMX); for bfloat16
+    only (float16 is not checked here). Anywhere else a bfloat16 op may run in bfloat16 step by step, and a caller
+    that wants float32 must cast."""
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_utils
 
     if tf.as_dtype(dtype) != tf.bfloat16 or not graph_runs_onednn_here():
         return False
+    return bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
+
+
+def fuses_activation_in_float32(dtype) -> bool:
+    """Whether TensorFlow, running the graph being traced here, fuses an element-wise activation on the output of a
+    `dtype` 2-D MatMul + BiasAdd into that GEMM, as a oneDNN post-op computed in float32 on the float32
+    accumulator and rounded once: where `runs_bfloat16_in_float32` and its graph optimizer's remapper is on (the
+    fusion of bfloat16 is what `tests/test_bench.py` checks). Anywhere else the activation runs op by op in `dtype`,
+    and a caller that wants it in float32 must cast."""
+    import tensorflow as tf
+
     options = tf.config.optimizer.get_experimental_options()
     if options.get("disable_meta_optimizer") or options.get("remapping") is False:
         return False
-    return bool(_pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(dtype))
+    return runs_bfloat16_in_float32(dtype)
 
 
 def graph_runs_on_this_cpu() -> bool:

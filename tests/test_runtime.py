@@ -67,10 +67,11 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
     from tensorflow.python.util import _pywrap_utils
 
     monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: cpu_runs_bfloat16)
-    seen = {}
+    seen, in_float32 = {}, {}
 
     def probe(where, dtype=tf.bfloat16):
         seen[where] = onednn.fuses_activation_in_float32(dtype)
+        in_float32[where] = onednn.runs_bfloat16_in_float32(dtype)
         return tf.constant(0)
 
     probe("eager")
@@ -89,6 +90,8 @@ def test_an_activation_counts_as_fused_only_in_a_traced_graph_without_xla_where_
     assert onednn.onednn_enabled()
     assert seen == {"eager": False, "graph": cpu_runs_bfloat16, "graph float32": False, "graph float16": False,
                     "xla": False, "for elsewhere": False, "after": cpu_runs_bfloat16, "remapper off": False}
+    # oneDNN's softmax takes bfloat16 (`runs_bfloat16_in_float32`) wherever the fusion does, remapper or not
+    assert in_float32 == dict(seen, **{"remapper off": cpu_runs_bfloat16})
 
 
 def test_a_graph_runs_on_this_cpu_and_onednn_only_where_traced_for_this_process_cpu(monkeypatch):

@@ -1,11 +1,14 @@
 """Multi-head self-attention with BERT's sub-layer names (`attention/self`, `attention/output`): bidirectional,
 or left-to-right with `causal_bias`."""
 
+import math
+
 import keras
 from keras import ops
 
 from bert_tf.layers.activations import initializer
 from bert_tf.layers.dropout import Dropout
+from bert_tf.onednn import runs_bfloat16_in_float32
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -14,8 +17,8 @@ class BertSelfAttention(keras.layers.Layer):
 
     This is the paper's "multi-head attention" box together with the residual-free output dense, so the layer owns
     exactly the variables `attention/self/{query,key,value}` and `attention/output/dense` of the original checkpoint.
-    The scores, softmax and dropout are computed in float32 under any mixed-precision policy; masked keys get -10000 added
-    before the softmax as in the original code.
+    The softmax and dropout are computed in float32 under any mixed-precision policy (in bfloat16 inference, inside
+    oneDNN's softmax: `_probabilities`); masked keys get -10000 added before the softmax as in the original code.
 
     Args:
       hidden_size: model width H; each of `num_heads` heads has width H / num_heads.
@@ -64,13 +67,33 @@ class BertSelfAttention(keras.layers.Layer):
         k = self._split_heads(self.key(tokens), batch, seq)
         v = self._split_heads(self.value(tokens), batch, seq)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        scores = ops.cast(scores, "float32") * (1.0 / float(self.head_size) ** 0.5)
-        if attention_bias is not None:
-            scores = scores + ops.cast(attention_bias, "float32")  # Keras autocasts inputs to compute dtype
-        probs = ops.cast(self.dropout(ops.softmax(scores, axis=-1), training=training), self.compute_dtype)
+        probs = self._probabilities(scores, attention_bias, training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
         out = self.output_dense(ops.reshape(context, (-1, self.hidden_size)))
         return out if flat else ops.reshape(out, (batch, seq, self.hidden_size))
+
+    def _probabilities(self, scores, attention_bias, training):
+        """softmax(scores / sqrt(head_size) + attention_bias), with dropout in training, in the compute dtype.
+
+        The softmax is computed in float32 and rounded once to the compute dtype. In inference, where oneDNN runs
+        this graph's bfloat16 softmax (`runs_bfloat16_in_float32`: it computes in float32 and rounds once), the
+        bfloat16 scores go to it as they are, scaled and masked in bfloat16, which saves two casts and a float32
+        pass over the [batch, heads, seq, seq] scores. Scaling by 1/sqrt(head_size) is then exact (a power of two:
+        head sizes of 4^k, 64 in every BERT), and adding 0 is, so every key a query may see gets the same value as
+        through float32; the masked keys' -10000 (-9984 in bfloat16) still gives them a probability of exactly 0.
+        The one difference is in a row whose keys are all masked (an input with no tokens): its scores are lost in
+        the bfloat16 rounding of -10000 + score, so its probabilities come out near-uniform, where float32 gives the
+        softmax of the scores."""
+        scale = 1.0 / math.sqrt(self.head_size)
+        if not training and math.frexp(scale)[0] == 0.5 and runs_bfloat16_in_float32(scores.dtype):
+            scores = scores * ops.cast(scale, scores.dtype)
+            if attention_bias is not None:
+                scores = scores + ops.cast(attention_bias, scores.dtype)
+            return ops.softmax(scores, axis=-1)
+        scores = ops.cast(scores, "float32") * scale
+        if attention_bias is not None:
+            scores = scores + ops.cast(attention_bias, "float32")  # Keras autocasts inputs to compute dtype
+        return ops.cast(self.dropout(ops.softmax(scores, axis=-1), training=training), self.compute_dtype)
 
     def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
         return hidden_states_shape

@@ -3,6 +3,7 @@ tensorflow and tensorflow_text, compared with the Keras model in this process; t
 PredictRequest protos run against the loaded signature."""
 
 import collections
+import dataclasses
 import json
 import os
 import shutil
@@ -295,11 +296,19 @@ def _nodes(graph_def, op):
             if n.op == op]
 
 
+def _softmax_dtypes(graph_def):
+    import tensorflow as tf
+
+    return {tf.as_dtype(n.attr["T"].type).name for n in list(graph_def.node)
+            + [n for f in graph_def.library.function for n in f.node_def] if n.op == "Softmax"}
+
+
 def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(tiny_config, tmp_path,
                                                                                 monkeypatch):
     """A process whose CPU fuses the GELU into oneDNN's bfloat16 GEMM traces Keras's bfloat16 GELU for that fusion
-    (`bert_tf.onednn.fuses_activation_in_float32`); the export runs on other machines and TF Serving builds, so it
-    always casts to float32. The CPU's answer is forced to yes here, so the test means the same on every CPU. The
+    (`bert_tf.onednn.fuses_activation_in_float32`), and hands oneDNN the bfloat16 attention scores for its softmax
+    (`runs_bfloat16_in_float32`); the export runs on other machines and TF Serving builds, so it always casts to
+    float32 for both. The CPU's answer is forced to yes here, so the test means the same on every CPU. The
     LayerNorms, which run as oneDNN's kernel in this process, are TensorFlow's portable ops in the export."""
     import keras
     import tensorflow as tf
@@ -311,6 +320,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     from tests.conftest import make_batch
 
     monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: True)
+    tiny_config = dataclasses.replace(tiny_config, num_attention_heads=2)  # head size 16, whose scale is exact
     tiny_config.to_json_file(str(tmp_path / "bert_config.json"))
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
@@ -318,6 +328,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
         x = {k: tf.constant(v) for k, v in make_batch(tiny_config).items()}
         in_process = tf.function(lambda: encoder(x, training=False)).get_concrete_function().graph.as_graph_def()
         assert _bfloat16_gelu_ops(in_process)  # traced for the fusion here
+        assert _softmax_dtypes(in_process) == ({"bfloat16"} if onednn.onednn_enabled() else {"float32"})
         kernels_here = kernel_available() and onednn.onednn_enabled()
         assert len(_nodes(in_process, "_MklLayerNorm")) == (2 * tiny_config.num_hidden_layers + 1) * kernels_here
         export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"))
@@ -327,6 +338,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     graph_def = loaded.signatures["serving_default"].graph.as_graph_def()
     assert any("Gelu" in n.name for f in graph_def.library.function for n in f.node_def)
     assert not _bfloat16_gelu_ops(graph_def)
+    assert _softmax_dtypes(graph_def) == {"float32"}
     assert not _nodes(graph_def, "_MklLayerNorm")
 
 
