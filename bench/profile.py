@@ -12,6 +12,8 @@
 
   python -m bench.profile --gelu [--cell base-128] [--precision bf16]
 
+  python -m bench.profile --softmax [--cell small-128]
+
 Runs `bench.model_speed`'s step for the cell once to warm up, traces one more under `tf.profiler.experimental`, and
 reads the trace (`*.xplane.pb`) back: the time of every op event on TF's executor threads, summed by op type, and
 the heaviest single ops (layer index folded, so `layer_N` sums the 12 layers). Op times on the two inter-op threads
@@ -33,8 +35,12 @@ XLA-compiled kernels (`bert_tf.layers.gelu`), without XLA around them: forward a
 [batch * seq, 4H] activations, and its train step (`gelu_ab`). Inference is not timed: there the GELU is fused
 into the GEMM either way.
 
-`--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm` and `--gelu` are one measurement each, and refuse the trace
-flags they do not read.
+`--softmax` times the bf16 forward pass with the attention's float32 softmax (its bfloat16 scores cast up, the
+probabilities cast back) against ours, where oneDNN's softmax takes the bfloat16 scores (`softmax_ab`), at the cell's
+batch and at batch 1.
+
+`--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm`, `--gelu` and `--softmax` are one measurement each, and refuse
+the trace flags they do not read.
 
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
@@ -205,7 +211,7 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
     data, runs = make_batch(batch, seq), {}
     with keras_policy(precision):
         x = tf.cast(tf.random.normal((batch * seq, config.hidden_size)), keras.config.dtype_policy().compute_dtype)
-        for name in ("keras", "ours"):
+        for name in ("reference", "ours"):
             layer = LayerNorm(epsilon=config.layer_norm_eps)
 
             @tf.function
@@ -218,23 +224,23 @@ def layer_norm_ab(config, batch, seq, precision, repeats=5, chain=24):
             runs["one LayerNorm", name] = lambda chained=chained: chained().numpy()
     for what, mode, inputs in (("forward", "forward", data), ("forward, batch 1", "forward", make_batch(1, seq)),
                                ("train", "train", data)):
-        for name in ("keras", "ours"):
+        for name in ("reference", "ours"):
             runs[what, name] = ours(config, inputs, mode, precision, False, 1)
-    return keras_against_ours(runs, keras_layer_norms, repeats, {"one LayerNorm": chain})
+    return reference_against_ours(runs, keras_layer_norms, repeats, {"one LayerNorm": chain})
 
 
-def keras_against_ours(runs, keras_context, repeats, calls_per_run):
-    """{what: (Keras's seconds, ours)} for `runs` = {(what, "keras" or "ours"): run}: each run traced once, Keras's
-    under `keras_context()`, then the medians of `repeats` interleaved rounds, over the `calls_per_run[what]` calls
-    a run makes (1 if not given)."""
+def reference_against_ours(runs, reference_context, repeats, calls_per_run):
+    """{what: (the reference's seconds, ours)} for `runs` = {(what, "reference" or "ours"): run}: each run traced
+    once, the reference's under `reference_context()`, then the medians of `repeats` interleaved rounds, over the
+    `calls_per_run[what]` calls a run makes (1 if not given)."""
     from bench.common import median, paired_times
 
     for (_, name), run in runs.items():
-        with keras_context() if name == "keras" else contextlib.nullcontext():
+        with reference_context() if name == "reference" else contextlib.nullcontext():
             run()
     times = dict(zip(runs, (median(t) for t in paired_times(list(runs.values()), repeats=repeats))))
-    return {what: (times[what, "keras"] / calls_per_run.get(what, 1), times[what, "ours"] / calls_per_run.get(what, 1))
-            for what, _ in runs if _ == "ours"}
+    return {what: (times[what, "reference"] / calls_per_run.get(what, 1), times[what, "ours"] / calls_per_run.get(
+        what, 1)) for what, name in runs if name == "ours"}
 
 
 def keras_gelus():
@@ -261,7 +267,7 @@ def gelu_ab(config, batch, seq, precision, repeats=5, chain=12):
     with keras_policy(precision):
         dtype = keras.config.dtype_policy().compute_dtype
     x = tf.cast(tf.random.normal((batch * seq, config.intermediate_size)), dtype)
-    gelus = {"keras": get_activation(config.hidden_act),
+    gelus = {"reference": get_activation(config.hidden_act),
              "ours": lambda x: compiled_gelu(x, APPROXIMATE[config.hidden_act])}
     for name, gelu in gelus.items():
         @tf.function
@@ -275,15 +281,35 @@ def gelu_ab(config, batch, seq, precision, repeats=5, chain=12):
 
         runs["one GELU", name] = lambda chained=chained: chained().numpy()
     data = make_batch(batch, seq)
-    for name in ("keras", "ours"):
+    for name in ("reference", "ours"):
         runs["train", name] = ours(config, data, "train", precision, False, 1)
-    return keras_against_ours(runs, keras_gelus, repeats, {"one GELU": chain})
+    return reference_against_ours(runs, keras_gelus, repeats, {"one GELU": chain})
+
+
+def float32_softmaxes():
+    """A context inside which the attention casts its bfloat16 scores to float32 for the softmax, as it does where
+    oneDNN does not take bfloat16."""
+    from bert_tf.layers import attention
+
+    return mock.patch.object(attention, "runs_bfloat16_in_float32", lambda dtype: False)
+
+
+def softmax_ab(config, batch, seq, repeats=5):
+    """Seconds, the bf16 forward pass with the attention's float32 softmax (scores cast up, probabilities cast back)
+    against ours, where oneDNN's softmax takes the bfloat16 scores (`BertSelfAttention._probabilities`): {"forward":
+    (float32 softmax, ours) per encoder forward pass, "forward, batch 1": the same for one sequence}, each the median
+    of interleaved rounds."""
+    runs = {}
+    for what, inputs in (("forward", make_batch(batch, seq)), ("forward, batch 1", make_batch(1, seq))):
+        for name in ("reference", "ours"):
+            runs[what, name] = ours(config, inputs, "forward", "bf16", False, 1)
+    return reference_against_ours(runs, float32_softmaxes, repeats, {})
 
 
 # the trace flags each separate measurement leaves unread
 UNREAD = {"gemm": ("mode", "precision", "xla", "top"), "gemm_chain": ("mode", "xla", "top"),
           "dropout": ("mode", "precision", "xla", "top"), "layer_norm": ("mode", "xla", "top"),
-          "gelu": ("mode", "xla", "top")}
+          "gelu": ("mode", "xla", "top"), "softmax": ("mode", "precision", "xla", "top")}
 
 
 def refuse_unread(parser, args):
@@ -314,18 +340,25 @@ def main():
     parser.add_argument("--gelu", action="store_true",
                         help="time the FFN's GELU in TensorFlow's ops against ours (two XLA-compiled kernels): "
                              "forward and gradient alone, and in the cell's train step")
+    parser.add_argument("--softmax", action="store_true",
+                        help="time the bf16 forward pass with the attention's float32 softmax against ours "
+                             "(oneDNN's softmax on the bf16 scores), at the cell's batch and at batch 1")
     args = parser.parse_args()
     refuse_unread(parser, args)
-    if args.layer_norm or args.gelu:
+    if args.layer_norm or args.gelu or args.softmax:
         from bert_tf import BertConfig
 
         preset, batch, seq = CELLS[args.cell]
-        ab, what = (layer_norm_ab, "LayerNorm") if args.layer_norm else (gelu_ab, "GELU")
-        times = ab(BertConfig.preset(preset, vocab_size=VOCAB), batch, seq, args.precision)
-        print(f"{args.cell} {args.precision}, no XLA, median of 5 interleaved rounds: Keras's {what} against ours")
-        for what, (keras_s, ours_s) in times.items():
-            print(f"  {what:<16} Keras {keras_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  Keras / ours "
-                  f"{keras_s / ours_s:5.2f}x")
+        config = BertConfig.preset(preset, vocab_size=VOCAB)
+        if args.softmax:
+            precision, reference, times = "bf16", "float32 softmax", softmax_ab(config, batch, seq)
+        else:
+            ab, reference = (layer_norm_ab, "Keras's LayerNorm") if args.layer_norm else (gelu_ab, "TF's GELU ops")
+            precision, times = args.precision, ab(config, batch, seq, args.precision)
+        print(f"{args.cell} {precision}, no XLA, median of 5 interleaved rounds: {reference} against ours")
+        for what, (reference_s, ours_s) in times.items():
+            print(f"  {what:<16} {reference} {reference_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  ratio "
+                  f"{reference_s / ours_s:5.2f}x")
         return None
     if args.dropout:
         from bert_tf import BertConfig

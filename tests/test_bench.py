@@ -444,9 +444,38 @@ def test_gelu_ab_times_keras_gelu_against_ours_alone_and_in_the_train_step():
     assert compiled == {"keras": 0, "ours": 1}
 
 
+def test_softmax_ab_times_the_float32_softmax_against_ours_in_the_bf16_forward_pass():
+    """`bench.profile --softmax` at tiny size: each pair is timed, and the reference really traces the float32
+    softmax while ours hands oneDNN the bfloat16 scores where it takes them."""
+    import keras
+    import tensorflow as tf
+
+    from bench import profile
+    from bert_tf.layers import BertSelfAttention
+    from tests.layers.test_attention import _onednn_takes_bfloat16
+
+    config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
+    times = profile.softmax_ab(config, 2, 8, repeats=1)
+    assert set(times) == {"forward", "forward, batch 1"}
+    assert all(seconds > 0 for pair in times.values() for seconds in pair)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        layer = BertSelfAttention(hidden_size=128, num_heads=2)
+        layer.build((None, None, 128))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    x = tf.ones((2, 3, 128))
+    softmaxes = {}
+    for name, context in (("reference", profile.float32_softmaxes()), ("ours", contextlib.nullcontext())):
+        with context:
+            graph = tf.function(lambda x: layer(x, training=False)).get_concrete_function(x).graph.as_graph_def()
+        softmaxes[name] = {tf.as_dtype(n.attr["T"].type).name for n in graph.node if n.op == "Softmax"}
+    assert softmaxes == {"reference": {"float32"}, "ours": {"bfloat16" if _onednn_takes_bfloat16() else "float32"}}
+
+
 def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):
-    """`bench.profile`: --gemm, --gemm_chain, --dropout, --layer_norm and --gelu are one measurement each, and a
-    trace flag given to one that does not read it is refused in one line rather than ignored."""
+    """`bench.profile`: --gemm, --gemm_chain, --dropout, --layer_norm, --gelu and --softmax are one measurement
+    each, and a trace flag given to one that does not read it is refused in one line rather than ignored."""
     from bench import profile
 
     for args, message in ((["--dropout", "--xla"], "--xla is not read with --dropout"),
@@ -455,6 +484,7 @@ def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys
                           (["--gemm_chain", "--top", "3"], "--top is not read with --gemm_chain"),
                           (["--layer_norm", "--mode", "forward"], "--mode is not read with --layer_norm"),
                           (["--gelu", "--xla"], "--xla is not read with --gelu"),
+                          (["--softmax", "--precision", "bf16"], "--precision is not read with --softmax"),
                           (["--gelu", "--layer_norm"], "--layer_norm and --gelu are separate measurements"),
                           (["--gemm", "--dropout"], "--gemm and --dropout are separate measurements")):
         monkeypatch.setattr("sys.argv", ["bench.profile", *args])
