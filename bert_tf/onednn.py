@@ -10,7 +10,10 @@ import threading
 import warnings
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
-_elsewhere = threading.local()
+# How many `traced_to_run_elsewhere` contexts are open, in any thread: process-wide, because TensorFlow traces a
+# tf.distribute replica's function in a thread of its own.
+_elsewhere_open = 0
+_elsewhere_lock = threading.Lock()
 
 
 def onednn_enabled():
@@ -88,7 +91,7 @@ def graph_runs_on_this_cpu() -> bool:
     from tensorflow.python.ops import control_flow_util
     from tensorflow.python.saved_model import save_context
 
-    if tf.executing_eagerly() or getattr(_elsewhere, "on", False) or save_context.in_save_context():
+    if tf.executing_eagerly() or _elsewhere_open or save_context.in_save_context():
         return False
     if tf.config.optimizer.get_jit():
         return False
@@ -107,10 +110,14 @@ def graph_runs_onednn_here() -> bool:
 def traced_to_run_elsewhere():
     """Graphs traced inside (SavedModels for TF Serving) make no use of oneDNN or of XLA-compiled functions
     (`graph_runs_on_this_cpu` is false): the machine and TensorFlow build that run them may not fuse, or have no
-    oneDNN ops or XLA, so they trace TensorFlow's portable ops and cast to float32 themselves."""
-    before = getattr(_elsewhere, "on", False)
-    _elsewhere.on = True
+    oneDNN ops or XLA, so they trace TensorFlow's portable ops and cast to float32 themselves. It holds for every
+    thread while open, so that the replicas a `tf.distribute` strategy traces in threads of their own are covered;
+    a graph that another thread traces meanwhile for this process is portable too, only slower."""
+    global _elsewhere_open
+    with _elsewhere_lock:
+        _elsewhere_open += 1
     try:
         yield
     finally:
-        _elsewhere.on = before
+        with _elsewhere_lock:
+            _elsewhere_open -= 1

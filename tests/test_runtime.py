@@ -124,6 +124,26 @@ def test_a_graph_runs_on_this_cpu_and_onednn_only_where_traced_for_this_process_
                     "oneDNN off": (True, False)}
 
 
+def test_traced_to_run_elsewhere_covers_graphs_traced_in_other_threads():
+    """A `tf.distribute` strategy traces each replica's function in a thread of its own (MirroredStrategy does), so
+    the context must hold for every thread while it is open, and for none after."""
+    import threading
+
+    import tensorflow as tf
+
+    def traced_in_a_thread():
+        seen = []
+        thread = threading.Thread(target=lambda: tf.function(
+            lambda: seen.append(onednn.graph_runs_on_this_cpu()) or tf.constant(0)).get_concrete_function())
+        thread.start()
+        thread.join()
+        return seen[0]
+
+    with onednn.traced_to_run_elsewhere():
+        inside = traced_in_a_thread()
+    assert (inside, traced_in_a_thread()) == (False, True)
+
+
 DEFERRED_MATPLOTLIB = """
 import sys, types
 package, plt, patches = (sys.modules[name] for name in ("matplotlib", "matplotlib.pyplot", "matplotlib.patches"))
