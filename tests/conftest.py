@@ -48,6 +48,11 @@ def make_batch(config, batch=3, seq=11, seed=0, lengths=None):
     return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types}
 
 
+def graph_nodes(graph_def) -> list:
+    """Every node of a traced graph: its own and its function library's (where nested tf.functions live)."""
+    return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     """HF-format directory of a real 6-layer uncased BERT (all-MiniLM-L6-v2): config.json, model.safetensors,

@@ -429,6 +429,7 @@ def test_gelu_ab_times_keras_gelu_against_ours_alone_and_in_the_train_step():
 
     from bench import profile
     from bert_tf.layers import BertTransformerBlock
+    from tests.layers.test_gelu import xla_functions
 
     config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
     times = profile.gelu_ab(config, 2, 8, "bf16", repeats=1, chain=2)
@@ -439,8 +440,7 @@ def test_gelu_ab_times_keras_gelu_against_ours_alone_and_in_the_train_step():
     compiled = {}
     for name, context in (("keras", profile.keras_gelus()), ("ours", contextlib.nullcontext())):
         with context:
-            graph = tf.function(lambda x: block(x, training=True)).get_concrete_function(x).graph.as_graph_def()
-        compiled[name] = sum(f.attr["_XlaMustCompile"].b for f in graph.library.function)
+            compiled[name] = xla_functions(tf.function(lambda x: block(x, training=True)), x)
     assert compiled == {"keras": 0, "ours": 1}
 
 
@@ -452,7 +452,7 @@ def test_softmax_ab_times_the_float32_softmax_against_ours_in_the_bf16_forward_p
 
     from bench import profile
     from bert_tf.layers import BertSelfAttention
-    from tests.layers.test_attention import _onednn_takes_bfloat16
+    from tests.layers.test_attention import onednn_takes_bfloat16, softmax_dtypes
 
     config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
     times = profile.softmax_ab(config, 2, 8, repeats=1)
@@ -469,8 +469,8 @@ def test_softmax_ab_times_the_float32_softmax_against_ours_in_the_bf16_forward_p
     for name, context in (("reference", profile.float32_softmaxes()), ("ours", contextlib.nullcontext())):
         with context:
             graph = tf.function(lambda x: layer(x, training=False)).get_concrete_function(x).graph.as_graph_def()
-        softmaxes[name] = {tf.as_dtype(n.attr["T"].type).name for n in graph.node if n.op == "Softmax"}
-    assert softmaxes == {"reference": {"float32"}, "ours": {"bfloat16" if _onednn_takes_bfloat16() else "float32"}}
+        softmaxes[name] = softmax_dtypes(graph)
+    assert softmaxes == {"reference": {"float32"}, "ours": {"bfloat16" if onednn_takes_bfloat16() else "float32"}}
 
 
 def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):

@@ -87,6 +87,7 @@ def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
     import tensorflow as tf
 
     from bert_tf.optimization import create_optimizer
+    from tests.conftest import graph_nodes
 
     def ops(count):
         variables = [keras.Variable(np.full((3, 2), i, "float32"), name=f"kernel_{i}") for i in range(count)]
@@ -94,8 +95,7 @@ def test_a_step_makes_its_scalars_once_not_once_per_variable(kind):
         opt = create_optimizer(1e-2, 8, 2, optimizer=kind)
         opt.build(variables)
         graph = tf.function(lambda: opt.apply(grads, variables), autograph=False).get_concrete_function().graph
-        graph_def = graph.as_graph_def()
-        nodes = [n.op for n in graph_def.node] + [n.op for f in graph_def.library.function for n in f.node_def]
+        nodes = [n.op for n in graph_nodes(graph.as_graph_def())]
         return {op: nodes.count(op) for op in ("Const", "Pow", "Less", "SelectV2", "Minimum", "Sqrt", "RealDiv")}
 
     # Const: only the global norm's reduction axes, one per variable

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests import forking
+from tests.conftest import graph_nodes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXTS_A = ["The quick brown fox.", "", "Naïve café déjà vu — 東京 ünïcödé", "word " * 10000,  # 50 kB
@@ -287,20 +288,11 @@ def _bfloat16_gelu_ops(graph_def):
     """The names of GELU ops computing in bfloat16 anywhere in `graph_def` and its function library."""
     import tensorflow as tf
 
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    return [n.name for n in nodes if "Gelu" in n.name and "T" in n.attr and n.attr["T"].type == tf.bfloat16]
+    return [n.name for n in graph_nodes(graph_def) if "Gelu" in n.name and "T" in n.attr and n.attr["T"].type == tf.bfloat16]
 
 
 def _nodes(graph_def, op):
-    return [n.name for n in list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-            if n.op == op]
-
-
-def _softmax_dtypes(graph_def):
-    import tensorflow as tf
-
-    return {tf.as_dtype(n.attr["T"].type).name for n in list(graph_def.node)
-            + [n for f in graph_def.library.function for n in f.node_def] if n.op == "Softmax"}
+    return [n.name for n in graph_nodes(graph_def) if n.op == op]
 
 
 def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(tiny_config, tmp_path,
@@ -318,6 +310,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     from bert_tf.layers.layer_norm import kernel_available
     from export.exporting import export
     from tests.conftest import make_batch
+    from tests.layers.test_attention import softmax_dtypes
 
     monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: True)
     tiny_config = dataclasses.replace(tiny_config, num_attention_heads=2)  # head size 16, whose scale is exact
@@ -328,7 +321,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
         x = {k: tf.constant(v) for k, v in make_batch(tiny_config).items()}
         in_process = tf.function(lambda: encoder(x, training=False)).get_concrete_function().graph.as_graph_def()
         assert _bfloat16_gelu_ops(in_process)  # traced for the fusion here
-        assert _softmax_dtypes(in_process) == ({"bfloat16"} if onednn.onednn_enabled() else {"float32"})
+        assert softmax_dtypes(in_process) == ({"bfloat16"} if onednn.onednn_enabled() else {"float32"})
         kernels_here = kernel_available() and onednn.onednn_enabled()
         assert len(_nodes(in_process, "_MklLayerNorm")) == (2 * tiny_config.num_hidden_layers + 1) * kernels_here
         export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"))
@@ -338,7 +331,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     graph_def = loaded.signatures["serving_default"].graph.as_graph_def()
     assert any("Gelu" in n.name for f in graph_def.library.function for n in f.node_def)
     assert not _bfloat16_gelu_ops(graph_def)
-    assert _softmax_dtypes(graph_def) == {"float32"}
+    assert softmax_dtypes(graph_def) == {"float32"}
     assert not _nodes(graph_def, "_MklLayerNorm")
 
 

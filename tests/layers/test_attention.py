@@ -1,6 +1,7 @@
 import numpy as np
 
 from bert_tf.layers import BertSelfAttention, padding_bias
+from tests.conftest import graph_nodes
 
 
 def reference_attention(layer, x, mask):
@@ -50,7 +51,14 @@ def test_config_round_trip():
 BFLOAT16_EPS = 2.0 ** -8  # unit roundoff: half an ulp, relative
 
 
-def _onednn_takes_bfloat16():
+def softmax_dtypes(graph_def) -> set:
+    """The dtypes of the softmaxes in a traced graph, its functions' included."""
+    import tensorflow as tf
+
+    return {tf.as_dtype(n.attr["T"].type).name for n in graph_nodes(graph_def) if n.op == "Softmax"}
+
+
+def onednn_takes_bfloat16():
     import tensorflow as tf
 
     from bert_tf import onednn
@@ -66,7 +74,7 @@ def test_where_onednn_runs_a_bfloat16_softmax_it_is_the_float32_one_rounded_once
     the float32 softmax of the same scores (bit for bit on the AVX512_BF16 machine that measured it)."""
     import tensorflow as tf
 
-    if not _onednn_takes_bfloat16():
+    if not onednn_takes_bfloat16():
         return  # the attention keeps its float32 softmax on this CPU (checked in the next test)
     rng = np.random.default_rng(2)
     scores = rng.normal(0, 3, (4, 12, 128, 128)).astype("float32")
@@ -105,11 +113,10 @@ def test_bfloat16_inference_gives_the_probabilities_of_the_float32_softmax_path(
     def traced(training):
         probabilities = tf.function(lambda s: layer._probabilities(s, bias, training))
         output = tf.function(lambda x: layer(x, bias, training=training))
-        softmaxes = {tf.as_dtype(n.attr["T"].type).name for n in output.get_concrete_function(x).graph
-                     .as_graph_def().node if n.op == "Softmax"}
+        softmaxes = softmax_dtypes(output.get_concrete_function(x).graph.as_graph_def())
         return probabilities(scores), output(x), softmaxes
 
-    takes_bfloat16 = _onednn_takes_bfloat16()
+    takes_bfloat16 = onednn_takes_bfloat16()
     probabilities, output, softmaxes = traced(False)
     assert softmaxes == {"bfloat16" if takes_bfloat16 else "float32"}
     assert traced(True)[2] == {"float32"}
@@ -136,4 +143,4 @@ def test_a_head_size_whose_scale_bfloat16_would_round_keeps_the_float32_softmax(
         keras.config.set_dtype_policy("float32")
     x = tf.ones((1, 4, 64))
     graph = tf.function(lambda x: layer(x, training=False)).get_concrete_function(x).graph.as_graph_def()
-    assert {tf.as_dtype(n.attr["T"].type).name for n in graph.node if n.op == "Softmax"} == {"float32"}
+    assert softmax_dtypes(graph) == {"float32"}

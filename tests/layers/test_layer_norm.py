@@ -9,6 +9,7 @@ from bert_tf import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf import onednn
 from bert_tf.layers import LayerNorm
 from bert_tf.layers.layer_norm import kernel_available
+from tests.conftest import graph_nodes
 
 H = 768
 EPSILON = 1e-12
@@ -31,8 +32,7 @@ def make(cls, policy="float32", **kwargs):
 
 def kernels_in(function, *args) -> int:
     graph = function.get_concrete_function(*args).graph.as_graph_def()
-    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-    return sum(n.op == "_MklLayerNorm" for n in nodes)
+    return sum(n.op == "_MklLayerNorm" for n in graph_nodes(graph))
 
 
 def runs_kernel_here() -> bool:
