@@ -60,7 +60,9 @@ def _optimizer(ours):
     return (AdamW if ours else keras.optimizers.AdamW)(1e-5, weight_decay=0.01, epsilon=1e-6)
 
 
-def ours(config, data, mode, precision, xla, steps):
+def ours(config, data, mode, precision, xla, steps, optimizer=None):
+    """Our encoder's forward passes or our classifier's train steps (with `optimizer()`, by default `_optimizer`'s
+    AdamW)."""
     from bert_tf import BertClassifier, BertEncoder
     from bert_tf.layers.precision import INFERENCE_POLICY
 
@@ -70,7 +72,7 @@ def ours(config, data, mode, precision, xla, steps):
             model = BertEncoder(config, dtype=INFERENCE_POLICY if precision == "bf16" else None)
         else:
             model = BertClassifier(BertEncoder(config), num_classes=2)
-    return _tf_loop(model, x, data["labels"], mode, steps, xla, ours=True)
+    return _tf_loop(model, x, data["labels"], mode, steps, xla, ours=True, optimizer=optimizer)
 
 
 def keras_hub(config, data, mode, precision, xla, steps):
@@ -84,7 +86,7 @@ def keras_hub(config, data, mode, precision, xla, steps):
     return _tf_loop(model, x, data["labels"], mode, steps, xla)
 
 
-def _tf_loop(model, x, labels, mode, steps, xla, ours=False):
+def _tf_loop(model, x, labels, mode, steps, xla, ours=False, optimizer=None):
     """`steps` forward passes or train steps of a Keras model, all inside one `tf.function` (no Python per step)."""
     import keras
     import tensorflow as tf
@@ -97,7 +99,7 @@ def _tf_loop(model, x, labels, mode, steps, xla, ours=False):
                                                                                     "pooled_output")])
         step = tf.function(step, jit_compile=xla)
     else:
-        model.compile(optimizer=_optimizer(ours), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(optimizer=optimizer() if optimizer else _optimizer(ours), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.optimizer.build(model.trainable_variables)
         batch = (x, tf.constant(labels))
         train = tf.function(model.train_step, jit_compile=xla)

@@ -1,13 +1,15 @@
-"""The cost of one optimizer update on BERT's weights: the original optimizer against the fused-kernel AdamW.
+"""The cost of one optimizer update on BERT's weights: each optimizer's update compiled, against its op-by-op form.
 
-`original_adamw` computes the original's update op for op (about ten element-wise passes per variable), where
-`adamw` runs TF's fused `ResourceApplyAdam` kernel (one pass); this measures what exactness costs per update, on
-the trainable variables of a `--preset` encoder with random gradients, both compiled in a `tf.function`, in
-interleaved rounds.
+In a graph run op by op on a CPU, each float32 variable's update is one XLA-compiled loop rounded as the ops round
+(`bert_tf.adam_updates`); elsewhere (eagerly, under XLA, on a GPU) it is the op-by-op form: for `original_adamw`
+the original's arithmetic op for op (about ten element-wise passes per variable), for `adamw` Keras's decay and TF's
+fused `ResourceApplyAdam` kernel (three). This measures both forms of both optimizers on the trainable variables
+of a `--preset` encoder with random gradients, each in a `tf.function`, in interleaved rounds.
 
-It also measures what an update costs before the first one runs: tracing it into a graph, optimizing the graph and
-running it once, which every training run pays again (for a short fine-tuning run on a small model, more than the
-updates themselves). Against Keras's own AdamW with the same settings (clipping, weight decay, the schedule).
+It also measures what an update costs before the first one runs: tracing it into a graph, optimizing the graph,
+compiling it and running it once, which every training run pays again (for a short fine-tuning run on a small
+model, more than the updates themselves). Against Keras's own AdamW with the same settings (clipping, weight
+decay, the schedule).
 
   python -m bench.optimizer_step --preset=base
 """
@@ -15,6 +17,9 @@ updates themselves). Against Keras's own AdamW with the same settings (clipping,
 from __future__ import annotations
 
 import bert_tf  # noqa: F401
+
+import contextlib
+from unittest import mock
 
 import tensorflow as tf
 from absl import app, flags
@@ -42,20 +47,44 @@ def _optimizer(kind: str, variables):
     return opt, [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
 
 
-def update_fn(kind: str, variables):
+def op_by_op():
+    """A context inside which an update traces its op-by-op form, as it does where it is not compiled."""
+    from bert_tf import adam_updates
+
+    return mock.patch.object(adam_updates, "compiles", lambda dtype: False)
+
+
+def update_fn(kind: str, variables, compiled: bool = True):
     opt, grads = _optimizer(kind, variables)
-
-    @tf.function
-    def step():
-        opt.apply(grads, variables)
-
+    step = tf.function(lambda: opt.apply(grads, variables), autograph=False)
+    with contextlib.nullcontext() if compiled else op_by_op():
+        step.get_concrete_function()
     return lambda: step() and None
 
 
-def first_update_fn(kind: str, variables):
-    """A callable that makes a fresh `tf.function` of the update and calls it once: trace, graph optimization, run."""
+def first_update_fn(kind: str, variables, compiled: bool = True):
+    """A callable that makes a fresh `tf.function` of the update and calls it once: trace, graph optimization, XLA
+    compilation where it compiles (of fresh functions, which XLA has not compiled before in this process), run."""
     opt, grads = _optimizer(kind, variables)
-    return lambda: tf.function(lambda: opt.apply(grads, variables), autograph=False)() and None
+
+    def first():
+        with fresh_compiled_updates() if compiled else op_by_op():
+            tf.function(lambda: opt.apply(grads, variables), autograph=False)()
+
+    return first
+
+
+@contextlib.contextmanager
+def fresh_compiled_updates():
+    """The compiled updates as new functions, traced and compiled again as in a new training process."""
+    from bert_tf import adam_updates
+
+    with contextlib.ExitStack() as stack:
+        for name in ("adamw_update", "original_update"):
+            function = getattr(adam_updates, name)
+            fresh = tf.function(function.python_function, jit_compile=True, autograph=False)
+            stack.enter_context(mock.patch.object(adam_updates, name, fresh))
+        yield
 
 
 def main(argv):
@@ -68,21 +97,25 @@ def main(argv):
     encoder({"input_word_ids": tf.zeros([1, 8], tf.int32), "input_mask": tf.ones([1, 8], tf.int32),
              "input_type_ids": tf.zeros([1, 8], tf.int32)})
     variables = encoder.trainable_variables
-    kinds = ("adamw", "original_adamw")
-    times = paired_times([update_fn(kind, variables) for kind in kinds], repeats=f.repeats)
-    base = median(times[0])
     size = sum(v.shape.num_elements() for v in variables)
+    kinds = [(kind, compiled) for kind in ("adamw", "original_adamw") for compiled in (False, True)]
+    times = dict(zip(kinds, map(median, paired_times([update_fn(k, variables, c) for k, c in kinds],
+                                                     repeats=f.repeats))))
+    base = times["adamw", False]
     print(f"optimizer update, {f.preset} encoder ({size / 1e6:.0f}M weights), {machine_name()}, {f.repeats} "
           "interleaved rounds:")
-    for kind, t in zip(kinds, times):
-        print(f"  {kind:15s} {median(t) * 1e3:8.1f} ms   {median(t) / base:.2f}x adamw")
-    kinds = ("keras_adamw", "adamw", "original_adamw")
+    for (kind, compiled), t in times.items():
+        form = "compiled" if compiled else "op by op"
+        print(f"  {kind:15s} {form:9s} {t * 1e3:8.1f} ms   {t / base:.2f}x adamw op by op"
+              + (f", {times[kind, False] / t:.2f}x faster than op by op" if compiled else ""))
+    kinds = [("keras_adamw", True)] + kinds
     tf.get_logger().setLevel("ERROR")  # TF's warning that tracing a function again and again is slow: the point here
-    times = paired_times([first_update_fn(kind, variables) for kind in kinds], repeats=f.repeats)
+    times = paired_times([first_update_fn(kind, variables, compiled) for kind, compiled in kinds], repeats=f.repeats)
     base = median(times[0])
-    print(f"first update (trace, graph optimization, one run), {len(variables)} variables:")
-    for kind, t in zip(kinds, times):
-        print(f"  {kind:15s} {median(t) * 1e3:8.1f} ms   {median(t) / base:.2f}x keras_adamw")
+    print(f"first update (trace, graph optimization, compilation, one run), {len(variables)} variables:")
+    for (kind, compiled), t in zip(kinds, times):
+        form = "" if kind == "keras_adamw" else "compiled" if compiled else "op by op"
+        print(f"  {kind:15s} {form:9s} {median(t) * 1e3:8.1f} ms   {median(t) / base:.2f}x keras_adamw")
 
 
 if __name__ == "__main__":

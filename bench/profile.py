@@ -39,8 +39,11 @@ into the GEMM either way.
 probabilities cast back) against ours, where oneDNN's softmax takes the bfloat16 scores (`softmax_ab`), at the cell's
 batch and at batch 1.
 
-`--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm`, `--gelu` and `--softmax` are one measurement each, and refuse
-the trace flags they do not read.
+`--adam` times the cell's train step, with `create_optimizer`'s clipping and schedule, with the op-by-op update of
+`original_adamw` (the default) and of `adamw` against their compiled ones (`bert_tf.adam_updates`; `adam_ab`).
+
+`--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm`, `--gelu`, `--softmax` and `--adam` are one measurement each,
+and refuse the trace flags they do not read.
 
 `--gemm_chain` times the encoder's forward GEMMs alone (`gemm_chain`): how near the floor a forward pass with
 nothing between its GEMMs would be. `--gemm` times instead the three GEMMs of the cell's FFN input layer (tokens x H x 4H) in TF (its oneDNN or Eigen
@@ -306,10 +309,26 @@ def softmax_ab(config, batch, seq, repeats=5):
     return reference_against_ours(runs, float32_softmaxes, repeats, {})
 
 
+def adam_ab(config, batch, seq, precision, repeats=5):
+    """Seconds, the classifier's train step (`create_optimizer`'s optimizer, as `run_classifier` makes it) with each
+    AdamW's op-by-op update against its compiled one (`bert_tf.adam_updates`): {"train, <optimizer>": (op by op,
+    compiled)}, each the median of interleaved rounds."""
+    from bench.optimizer_step import op_by_op
+    from bert_tf.optimization import create_optimizer
+
+    runs, data = {}, make_batch(batch, seq)
+    for kind in ("original_adamw", "adamw"):
+        for name in ("reference", "ours"):
+            runs[f"train, {kind}", name] = ours(config, data, "train", precision, False, 1, optimizer=lambda kind=kind:
+                                                create_optimizer(2e-5, 1000, 100, optimizer=kind))
+    return reference_against_ours(runs, op_by_op, repeats, {})
+
+
 # the trace flags each separate measurement leaves unread
 UNREAD = {"gemm": ("mode", "precision", "xla", "top"), "gemm_chain": ("mode", "xla", "top"),
           "dropout": ("mode", "precision", "xla", "top"), "layer_norm": ("mode", "xla", "top"),
-          "gelu": ("mode", "xla", "top"), "softmax": ("mode", "precision", "xla", "top")}
+          "gelu": ("mode", "xla", "top"), "softmax": ("mode", "precision", "xla", "top"),
+          "adam": ("mode", "xla", "top")}
 
 
 def refuse_unread(parser, args):
@@ -343,21 +362,26 @@ def main():
     parser.add_argument("--softmax", action="store_true",
                         help="time the bf16 forward pass with the attention's float32 softmax against ours "
                              "(oneDNN's softmax on the bf16 scores), at the cell's batch and at batch 1")
+    parser.add_argument("--adam", action="store_true",
+                        help="time the cell's train step with the op-by-op update of original_adamw and adamw "
+                             "against the compiled one")
     args = parser.parse_args()
     refuse_unread(parser, args)
-    if args.layer_norm or args.gelu or args.softmax:
+    if args.layer_norm or args.gelu or args.softmax or args.adam:
         from bert_tf import BertConfig
 
         preset, batch, seq = CELLS[args.cell]
         config = BertConfig.preset(preset, vocab_size=VOCAB)
         if args.softmax:
             precision, reference, times = "bf16", "float32 softmax", softmax_ab(config, batch, seq)
+        elif args.adam:
+            precision, reference, times = args.precision, "op by op", adam_ab(config, batch, seq, args.precision)
         else:
             ab, reference = (layer_norm_ab, "Keras's LayerNorm") if args.layer_norm else (gelu_ab, "TF's GELU ops")
             precision, times = args.precision, ab(config, batch, seq, args.precision)
         print(f"{args.cell} {precision}, no XLA, median of 5 interleaved rounds: {reference} against ours")
         for what, (reference_s, ours_s) in times.items():
-            print(f"  {what:<16} {reference} {reference_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  ratio "
+            print(f"  {what:<22} {reference} {reference_s * 1e3:9.2f} ms  ours {ours_s * 1e3:9.2f} ms  ratio "
                   f"{reference_s / ours_s:5.2f}x")
         return None
     if args.dropout:

@@ -22,7 +22,9 @@ Beyond these, three things are added to Keras:
   replicas never disagree. Gradients are made dense first: the global norm of a gather's IndexedSlices counts
   repeated rows separately. Variables without a gradient are skipped without Keras's warning, as the original's
   optimizer skips them;
-- Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable.
+- Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable; in a graph run op by op
+  on this CPU, each float32 variable's whole update (AdamW's decay included) is one XLA-compiled loop with the same
+  rounding (`bert_tf.adam_updates`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from bert_tf import adam_updates
 from bert_tf.losses import replica_sum
 
 # Variables without weight decay: biases (incl. the MLM `output_bias`) and LayerNorm's gamma/beta. Keras matches
@@ -170,7 +173,9 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
 
     Keras composes each variable's Adam update from about ten element-wise ops, each a full pass over the
     variable. TensorFlow's fused `ResourceApplyAdam` kernel does the same arithmetic (bias-corrected, ε outside
-    the square root) in one pass. The weight decay stays Keras's (decoupled, applied before the Adam step).
+    the square root) in one pass. The weight decay stays Keras's (decoupled, applied before the Adam step). Where
+    the step's graph runs op by op on this CPU, a float32 variable's decay and Adam step are one XLA-compiled loop
+    instead, with the same rounding (`bert_tf.adam_updates`).
     """
 
     kind = "adamw"
@@ -193,14 +198,14 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
 
     def _apply_weight_decay(self, variables):
         # Keras's decay, `w -= w * decay * rate`, with the rate taken from the schedule once rather than once per
-        # variable.
+        # variable. A compiled update (`adam_updates`) decays its variable itself, in the same pass.
         if not self.weight_decay:
             return
 
         def decay(distribution, variables):
             rate, scalars = self.learning_rate, {}
             for variable in map(_tf_variable, variables):
-                if self._use_weight_decay(variable):
+                if self._use_weight_decay(variable) and not adam_updates.compiles(variable.dtype):
                     dtype = variable.dtype
                     if dtype not in scalars:
                         scalars[dtype] = (tf.constant(self.weight_decay, dtype), tf.cast(rate, dtype))
@@ -212,15 +217,34 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
         """The scalars of one step's update of `dtype` variables."""
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
-        return dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-                    epsilon=tf.constant(self.epsilon, dtype))
+        scalars = dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step),
+                       beta2_power=tf.pow(beta_2, step), epsilon=tf.constant(self.epsilon, dtype))
+        if adam_updates.compiles(dtype):
+            # `ResourceApplyAdam` computes its step size and `1 - β` in the variable's dtype as here; grappler
+            # turns `_decay`'s `(w * decay) * rate` into `w * (decay * rate)`, the product here. The rate is the
+            # schedule's at this step, as Keras passes to `_update` (there, under a strategy, per replica).
+            rate = tf.cast(self.learning_rate, dtype)
+            one = tf.constant(1.0, dtype)
+            scalars.update(alpha=rate * tf.sqrt(one - scalars["beta2_power"]) / (one - scalars["beta1_power"]),
+                           one_minus_beta_1=one - beta_1, one_minus_beta_2=one - beta_2,
+                           decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate,
+                           zero=adam_updates.opaque_zero(self.iterations))
+        return scalars
 
     def _update(self, variable, gradient, learning_rate, scalars):
         index = self._get_variable_index(variable)
         dtype = variable.dtype
+        handles = _handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index])
+        gradient = tf.convert_to_tensor(gradient)
+        if adam_updates.compiles(dtype):
+            decay_rate = scalars["decay_rate"] if self.weight_decay and self._use_weight_decay(variable) else None
+            adam_updates.adamw_update(*handles, gradient, scalars["alpha"], scalars["one_minus_beta_1"],
+                                      scalars["one_minus_beta_2"], scalars["epsilon"], decay_rate, scalars["zero"])
+            return
         tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(self._momentums[index]), v=_handle(self._velocities[index]),
-            lr=tf.cast(learning_rate, dtype), grad=tf.cast(tf.convert_to_tensor(gradient), dtype), **scalars)
+            var=handles[0], m=handles[1], v=handles[2], lr=tf.cast(learning_rate, dtype),
+            grad=tf.cast(gradient, dtype), beta1=scalars["beta1"], beta2=scalars["beta2"],
+            beta1_power=scalars["beta1_power"], beta2_power=scalars["beta2_power"], epsilon=scalars["epsilon"])
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -231,6 +255,8 @@ class OriginalAdamW(AdamW):
     `m = β1 m + (1 - β1) g`, `v = β2 v + (1 - β2) g²`, `param -= lr * (m / (sqrt(v) + ε) + weight_decay * param)`,
     the decay left out for LayerNorm and bias variables. Not `ResourceApplyAdam`: it computes `1 - β2` in the
     variable's precision, which in float32 is 1.3e-5 off the original's constant `1 - 0.999` (docs/training.md).
+    Where the step's graph runs op by op on this CPU, a float32 variable's update is one XLA-compiled loop with the
+    same rounding (`bert_tf.adam_updates`); elsewhere, the ops of `_original_update`.
     """
 
     kind = "original_adamw"
@@ -239,17 +265,25 @@ class OriginalAdamW(AdamW):
         del variables  # part of the update below, as in the original
 
     def _scalars(self, dtype) -> dict:
-        return dict(beta_1=tf.constant(self.beta_1, dtype), one_minus_beta_1=tf.constant(1.0 - self.beta_1, dtype),
-                    beta_2=tf.constant(self.beta_2, dtype), one_minus_beta_2=tf.constant(1.0 - self.beta_2, dtype),
-                    epsilon=tf.constant(self.epsilon, dtype), weight_decay=tf.constant(self.weight_decay or 0.0, dtype))
+        scalars = dict(beta_1=tf.constant(self.beta_1, dtype),
+                       one_minus_beta_1=tf.constant(1.0 - self.beta_1, dtype), beta_2=tf.constant(self.beta_2, dtype),
+                       one_minus_beta_2=tf.constant(1.0 - self.beta_2, dtype),
+                       epsilon=tf.constant(self.epsilon, dtype),
+                       weight_decay=tf.constant(self.weight_decay or 0.0, dtype))
+        if adam_updates.compiles(dtype):
+            scalars.update(zero=adam_updates.opaque_zero(self.iterations))
+        return scalars
 
     def _update(self, variable, gradient, learning_rate, scalars):
         index = self._get_variable_index(variable)
         decay = scalars["weight_decay"] if self.weight_decay and self._use_weight_decay(variable) else None
-        _original_update(_handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index]),
-                         tf.convert_to_tensor(gradient), tf.cast(learning_rate, variable.dtype), scalars["beta_1"],
-                         scalars["one_minus_beta_1"], scalars["beta_2"], scalars["one_minus_beta_2"],
-                         scalars["epsilon"], decay)
+        args = (_handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index]),
+                tf.convert_to_tensor(gradient), tf.cast(learning_rate, variable.dtype), scalars["beta_1"],
+                scalars["one_minus_beta_1"], scalars["beta_2"], scalars["one_minus_beta_2"], scalars["epsilon"], decay)
+        if adam_updates.compiles(variable.dtype):
+            adam_updates.original_update(*args, scalars["zero"])
+        else:
+            _original_update(*args)
 
 
 # One variable's update as a function of its own, traced once per variable shape, dtype and decay or not: a training

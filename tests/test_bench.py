@@ -473,9 +473,30 @@ def test_softmax_ab_times_the_float32_softmax_against_ours_in_the_bf16_forward_p
     assert softmaxes == {"reference": {"float32"}, "ours": {"bfloat16" if onednn_takes_bfloat16() else "float32"}}
 
 
+def test_adam_ab_times_the_op_by_op_update_against_the_compiled_one_in_the_train_step():
+    """`bench.profile --adam` at tiny size: each pair is timed, and the reference's train step really traces the
+    op-by-op update of each optimizer while ours calls the compiled one."""
+    from unittest import mock
+
+    from bench import profile
+    from bert_tf import BertClassifier, adam_updates
+
+    config = BertConfig.preset("tiny", vocab_size=profile.VOCAB)
+    spies = {name: mock.patch.object(adam_updates, name, wraps=getattr(adam_updates, name))
+             for name in ("original_update", "adamw_update")}
+    with spies["original_update"] as original, spies["adamw_update"] as adamw:
+        times = profile.adam_ab(config, 2, 8, "fp32", repeats=1)
+    assert set(times) == {"train, original_adamw", "train, adamw"}
+    assert all(seconds > 0 for pair in times.values() for seconds in pair)
+    # each step traced once: the reference's call neither, ours one per (float32) variable
+    variables = len(BertClassifier(BertEncoder(config), num_classes=2).trainable_weights)
+    assert original.call_count == adamw.call_count == variables
+
+
 def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys):
-    """`bench.profile`: --gemm, --gemm_chain, --dropout, --layer_norm, --gelu and --softmax are one measurement
-    each, and a trace flag given to one that does not read it is refused in one line rather than ignored."""
+    """`bench.profile`: --gemm, --gemm_chain, --dropout, --layer_norm, --gelu, --softmax and --adam are one
+    measurement each, and a trace flag given to one that does not read it is refused in one line rather than
+    ignored."""
     from bench import profile
 
     for args, message in ((["--dropout", "--xla"], "--xla is not read with --dropout"),
@@ -485,6 +506,7 @@ def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys
                           (["--layer_norm", "--mode", "forward"], "--mode is not read with --layer_norm"),
                           (["--gelu", "--xla"], "--xla is not read with --gelu"),
                           (["--softmax", "--precision", "bf16"], "--precision is not read with --softmax"),
+                          (["--adam", "--mode", "forward"], "--mode is not read with --adam"),
                           (["--gelu", "--layer_norm"], "--layer_norm and --gelu are separate measurements"),
                           (["--gemm", "--dropout"], "--gemm and --dropout are separate measurements")):
         monkeypatch.setattr("sys.argv", ["bench.profile", *args])
@@ -496,24 +518,35 @@ def test_profile_refuses_flags_its_measurement_does_not_read(monkeypatch, capsys
 
 def test_optimizer_step_builds_each_optimizer_it_compares():
     """bench.optimizer_step's callables on two small variables: each update and each first update runs (a changed
-    create_optimizer or Keras AdamW signature fails here). Twice each: the warmup's first rate is 0."""
+    create_optimizer or Keras AdamW signature fails here), compiled or op by op as it says, the first updates'
+    compiled functions new each time. Twice each: the warmup's first rate is 0."""
+    from unittest import mock
+
     import keras
     import numpy as np
 
     from bench import optimizer_step
+    from bert_tf import adam_updates
 
     variables = [keras.Variable(np.ones((3, 2), "float32"), name="kernel"),
                  keras.Variable(np.ones(2, "float32"), name="bias")]
-    for kind in ("keras_adamw", "adamw", "original_adamw"):
+    for kind, compiled in [("keras_adamw", True)] + [(k, c) for k in ("adamw", "original_adamw") for c in (0, 1)]:
         before = variables[0].numpy()
-        first_update = optimizer_step.first_update_fn(kind, variables)
-        first_update(), first_update()
+        first_update = optimizer_step.first_update_fn(kind, variables, compiled)
+        with mock.patch.object(adam_updates, "_assign", side_effect=adam_updates._assign) as traced:
+            first_update(), first_update()
+        # a trace per variable per first update: the compiled functions are new each time
+        assert traced.call_count == (4 if compiled and kind != "keras_adamw" else 0), (kind, compiled)
         assert not np.array_equal(variables[0].numpy(), before), kind
     for kind in ("adamw", "original_adamw"):
-        before = variables[1].numpy()
-        update = optimizer_step.update_fn(kind, variables)
-        update(), update()
-        assert not np.array_equal(variables[1].numpy(), before), kind
+        for compiled in (False, True):
+            before = variables[1].numpy()
+            name = "original_update" if kind == "original_adamw" else "adamw_update"
+            with mock.patch.object(adam_updates, name, wraps=getattr(adam_updates, name)) as called:
+                update = optimizer_step.update_fn(kind, variables, compiled)
+                update(), update()
+            assert called.call_count == (2 if compiled else 0), (kind, compiled)  # traced once, per variable
+            assert not np.array_equal(variables[1].numpy(), before), kind
 
 
 def test_ffn_fusion_ab_runs_both_variants_in_children_and_refuses_bad_flags(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,74 @@
+"""One variable's AdamW update as one XLA-compiled loop, rounded as TensorFlow's op-by-op arithmetic rounds it.
+
+Op by op, the original's update is about ten element-wise passes over each variable and its two moments; Keras's
+decoupled decay before the fused `ResourceApplyAdam` kernel is two. On a CPU these passes are memory-bound, and XLA
+compiles each update into one loop. But XLA's CPU compiler lets LLVM contract a product followed by a sum into one
+fused multiply-add, which rounds once where the ops round twice: within a few steps the weights would leave the
+op-by-op ones, and the original's, in the last bit. So each product that a sum or a difference takes passes through
+`_rounded`: its bits, plus an integer zero that the compiler cannot know, read back as a float. The value is the
+same and the sum's operand is no longer a product, so nothing is contracted. What remains is IEEE arithmetic that
+XLA and TensorFlow's kernels round alike (multiply, divide, square root, add), in the same order as the op-by-op
+update (tested bit for bit against it, over gradients down to float32's denormals).
+
+Used where the training step's graph runs op by op on this CPU (`bert_tf.onednn.graph_runs_on_this_cpu`), for
+float32 variables (`compiles`).
+"""
+
+import tensorflow as tf
+
+
+def compiles(dtype) -> bool:
+    """Whether a variable of `dtype` is updated by the compiled functions here, in the graph being traced."""
+    from bert_tf.onednn import graph_runs_on_this_cpu
+
+    return tf.as_dtype(dtype) == tf.float32 and graph_runs_on_this_cpu()
+
+
+def opaque_zero(iterations):
+    """An int32 zero computed from the optimizer's step count at run time (never negative), which XLA cannot fold
+    into a constant: `_rounded` takes it."""
+    return tf.cast(tf.minimum(iterations, tf.constant(0, iterations.dtype)), tf.int32)
+
+
+def _rounded(x, zero):
+    return tf.bitcast(tf.bitcast(x, tf.int32) + zero, tf.float32)
+
+
+def _read(handle):
+    return tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32)
+
+
+def _assign(variable, m, v, value, next_m, next_v):
+    tf.raw_ops.AssignVariableOp(resource=variable, value=value)
+    tf.raw_ops.AssignVariableOp(resource=m, value=next_m)
+    tf.raw_ops.AssignVariableOp(resource=v, value=next_v)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def original_update(variable, m, v, gradient, learning_rate, beta_1, one_minus_beta_1, beta_2, one_minus_beta_2,
+                    epsilon, weight_decay, zero):
+    """`bert_tf.optimization.OriginalAdamW`'s update of one variable (handles), `weight_decay` None for none."""
+    grad = tf.cast(gradient, tf.float32)
+    next_m = _rounded(beta_1 * _read(m), zero) + _rounded(one_minus_beta_1 * grad, zero)
+    next_v = _rounded(beta_2 * _read(v), zero) + _rounded(one_minus_beta_2 * tf.square(grad), zero)
+    update = next_m / (tf.sqrt(next_v) + epsilon)
+    value = _read(variable)
+    if weight_decay is not None:
+        update += _rounded(weight_decay * value, zero)
+    _assign(variable, m, v, value - _rounded(learning_rate * update, zero), next_m, next_v)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def adamw_update(variable, m, v, gradient, alpha, one_minus_beta_1, one_minus_beta_2, epsilon, decay_rate, zero):
+    """`bert_tf.optimization.AdamW`'s update of one variable (handles): the decay `w -= w * decay_rate` (`decay_rate`
+    = weight decay x learning rate, None for none), then `ResourceApplyAdam`'s arithmetic with its step size
+    `alpha` = lr sqrt(1 - β2^t) / (1 - β1^t): `m += (g - m)(1 - β1)`, `v += (g² - v)(1 - β2)`,
+    `w -= m alpha / (sqrt(v) + ε)`."""
+    grad = tf.cast(gradient, tf.float32)
+    value = _read(variable)
+    if decay_rate is not None:
+        value -= _rounded(value * decay_rate, zero)
+    m_value, v_value = _read(m), _read(v)
+    next_m = m_value + _rounded((grad - m_value) * one_minus_beta_1, zero)
+    next_v = v_value + _rounded((_rounded(grad * grad, zero) - v_value) * one_minus_beta_2, zero)
+    _assign(variable, m, v, value - next_m * alpha / (tf.sqrt(next_v) + epsilon), next_m, next_v)
