@@ -26,7 +26,8 @@ median of per-round ratios (> 1: ours is faster).
 
 Where our time goes: one more round of ours is traced with `tf.profiler` and its op time summed by type
 (`bench.profile.op_times`): the GEMMs (`MatMul`/`BatchMatMul` kernels), the optimizer's update (the ops under its
-name scope) and the largest other op types.
+name scope and the XLA thunks of its compiled updates, `bench.profile.compiled_update_thunks`) and the largest other
+op types.
 """
 
 import argparse
@@ -35,8 +36,6 @@ import queue
 import shutil
 import tempfile
 import threading
-
-import numpy as np
 
 from bench.common import (machine_name, median, paired_times, peer_configs, report, share_gpu_with_torch,
                           torch_device, torch_matmul_rate, torch_sync)
@@ -209,10 +208,11 @@ def hf_torch(config, arrays, precision, batch, steps, rounds):
 
 def where_time_goes(run, top=6):
     """Traces one call of `run` (a `_Paused` round of our loop) and returns the shares of the summed op time:
-    (GEMMs, the optimizer's update (ops under its name scope), [(op type, share)] of the non-GEMM op types)."""
+    (GEMMs, the optimizer's update (ops under its name scope and the thunks of its compiled updates), [(op type,
+    share)] of the non-GEMM op types)."""
     import tensorflow as tf
 
-    from bench.profile import op_times
+    from bench.profile import compiled_update_thunks, op_times
 
     logdir = tempfile.mkdtemp(prefix="bench_finetuning_profile_")
     try:
@@ -232,6 +232,7 @@ def where_time_goes(run, top=6):
             if not ("MatMul" in op or "Einsum" in op)][:top]
     scope = f"/{run.model.optimizer.name}/"
     update = sum(seconds for name, seconds in by_name.items() if scope in name)
+    update += sum(by_type[name] for name in compiled_update_thunks())
     return gemm / total, update / total, rest
 
 

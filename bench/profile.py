@@ -112,6 +112,33 @@ def op_times(logdir):
     return by_type, by_name
 
 
+def compiled_update_thunks():
+    """The names (numbers dropped, as `op_times` keys them by type) of the XLA thunks that the compiled optimizer
+    updates run (`bert_tf.adam_updates`), less any that the training GELU's kernels also run. `op_times` cannot tell
+    whose thunks run inside a graph (their `CpuExecutable` event names no op), so a trace's update time is found by
+    these names."""
+    import tensorflow as tf
+
+    from bert_tf import adam_updates
+    from bert_tf.layers import gelu
+
+    def fusions(function, *args):
+        hlo = function.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+        return {re.sub(r"\.\d+$", "", name) for name in re.findall(r"^\s*(?:ROOT )?%([\w.-]+) = \S+ fusion\(", hlo,
+                                                                      re.M)}
+
+    handles = [tf.Variable(tf.ones((4, 3))).handle for _ in range(3)]
+    x, zero, scalar = tf.ones((4, 3)), tf.constant(0), tf.constant(0.5)
+    updates = set()
+    for decay in (scalar, None):
+        updates |= fusions(adam_updates.adamw_update, *handles, x, scalar, scalar, scalar, scalar, decay, zero)
+        updates |= fusions(adam_updates.original_update, *handles, x, *[scalar] * 6, decay, zero)
+    gelus = set()
+    for approximate in (True, False):
+        gelus |= fusions(gelu._forward, x, approximate) | fusions(gelu._gradient, x, x, approximate)
+    return updates - gelus
+
+
 def gemm_rates(tokens, h_in, h_out, repeats=20):
     """GFLOP/s of forward, input-gradient and weight-gradient GEMMs of a [h_in, h_out] dense layer, TF and torch."""
     import tensorflow as tf

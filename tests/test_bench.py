@@ -100,6 +100,32 @@ def test_finetuning_rounds_of_our_loop_are_exactly_steps_updates(tmp_path):
     assert not run._thread.is_alive() and tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-6")
 
 
+def test_the_compiled_updates_thunks_are_found_by_name_in_a_trace(tmp_path):
+    """`bench.profile.compiled_update_thunks` names the thunks that a traced update runs, for both optimizers (so
+    `bench.finetuning` counts them as the optimizer's), and none of the training GELU's."""
+    import keras
+    import numpy as np
+
+    from bench.profile import compiled_update_thunks, op_times
+    from bert_tf.optimization import create_optimizer
+
+    names, seen = compiled_update_thunks(), set()
+    for kind in ("original_adamw", "adamw"):
+        variables = [keras.Variable(np.ones((64, 32), np.float32), name="kernel")]
+        opt = create_optimizer(1e-3, 10, optimizer=kind)
+        opt.build(variables)
+        step = tf.function(lambda: opt.apply([tf.ones((64, 32))], variables))
+        step()
+        logdir = str(tmp_path / kind)
+        tf.profiler.experimental.start(logdir)
+        step()
+        tf.profiler.experimental.stop()
+        by_type, _ = op_times(logdir)
+        assert {name for name in names if by_type[name] > 0}, (kind, names, sorted(by_type))
+        seen |= {name for name in names if by_type[name] > 0}
+    assert seen == names
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_the_ffn_gemm_bias_and_gelu_run_as_one_fused_op(policy, tmp_path):
     """What `BertTransformerBlock._intermediate` is for. Where TensorFlow's oneDNN runs the policy's dtype (float32
