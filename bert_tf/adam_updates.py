@@ -5,7 +5,7 @@ decoupled decay before the fused `ResourceApplyAdam` kernel is two. On a CPU the
 compiles each update into one loop. But XLA's CPU compiler lets LLVM contract a product followed by a sum into one
 fused multiply-add, which rounds once where the ops round twice: within a few steps the weights would leave the
 op-by-op ones, and the original's, in the last bit. So each product that a sum or a difference takes passes through
-`_rounded`: its bits, plus an integer zero that the compiler cannot know, read back as a float. The value is the
+`opaque`: its bits, plus an integer zero that the compiler cannot know, read back as a float. The value is the
 same and the sum's operand is no longer a product, so nothing is contracted. What remains is IEEE arithmetic that
 XLA and TensorFlow's kernels round alike (multiply, divide, square root, add), in the same order as the op-by-op
 update (tested bit for bit against it, over gradients down to float32's denormals).
@@ -25,12 +25,14 @@ def compiles(dtype) -> bool:
 
 
 def opaque_zero(iterations):
-    """An int32 zero computed from the optimizer's step count at run time (never negative), which XLA cannot fold
-    into a constant: `_rounded` takes it."""
+    """An int32 zero computed from the optimizer's step count at run time (never negative), which neither XLA nor
+    grappler can fold into a constant: `opaque` takes it."""
     return tf.cast(tf.minimum(iterations, tf.constant(0, iterations.dtype)), tf.int32)
 
 
-def _rounded(x, zero):
+def opaque(x, zero):
+    """Float32 `x` unchanged, through an integer identity that no compiler sees through: XLA cannot contract it into
+    the sum that takes it, and grappler cannot regroup it with the products around it."""
     return tf.bitcast(tf.bitcast(x, tf.int32) + zero, tf.float32)
 
 
@@ -49,13 +51,13 @@ def original_update(variable, m, v, gradient, learning_rate, beta_1, one_minus_b
                     epsilon, weight_decay, zero):
     """`bert_tf.optimization.OriginalAdamW`'s update of one variable (handles), `weight_decay` None for none."""
     grad = tf.cast(gradient, tf.float32)
-    next_m = _rounded(beta_1 * _read(m), zero) + _rounded(one_minus_beta_1 * grad, zero)
-    next_v = _rounded(beta_2 * _read(v), zero) + _rounded(one_minus_beta_2 * tf.square(grad), zero)
+    next_m = opaque(beta_1 * _read(m), zero) + opaque(one_minus_beta_1 * grad, zero)
+    next_v = opaque(beta_2 * _read(v), zero) + opaque(one_minus_beta_2 * tf.square(grad), zero)
     update = next_m / (tf.sqrt(next_v) + epsilon)
     value = _read(variable)
     if weight_decay is not None:
-        update += _rounded(weight_decay * value, zero)
-    _assign(variable, m, v, value - _rounded(learning_rate * update, zero), next_m, next_v)
+        update += opaque(weight_decay * value, zero)
+    _assign(variable, m, v, value - opaque(learning_rate * update, zero), next_m, next_v)
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -67,8 +69,8 @@ def adamw_update(variable, m, v, gradient, alpha, one_minus_beta_1, one_minus_be
     grad = tf.cast(gradient, tf.float32)
     value = _read(variable)
     if decay_rate is not None:
-        value -= _rounded(value * decay_rate, zero)
+        value -= opaque(value * decay_rate, zero)
     m_value, v_value = _read(m), _read(v)
-    next_m = m_value + _rounded((grad - m_value) * one_minus_beta_1, zero)
-    next_v = v_value + _rounded((_rounded(grad * grad, zero) - v_value) * one_minus_beta_2, zero)
+    next_m = m_value + opaque((grad - m_value) * one_minus_beta_1, zero)
+    next_v = v_value + opaque((opaque(grad * grad, zero) - v_value) * one_minus_beta_2, zero)
     _assign(variable, m, v, value - next_m * alpha / (tf.sqrt(next_v) + epsilon), next_m, next_v)

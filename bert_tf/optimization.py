@@ -197,53 +197,49 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
         self._update(variable, gradient, learning_rate, self._scalars(variable.dtype))
 
     def _apply_weight_decay(self, variables):
-        # Keras's decay, `w -= w * decay * rate`, with the rate taken from the schedule once rather than once per
-        # variable. A compiled update (`adam_updates`) decays its variable itself, in the same pass.
-        if not self.weight_decay:
-            return
-
-        def decay(distribution, variables):
-            rate, scalars = self.learning_rate, {}
-            for variable in map(_tf_variable, variables):
-                if self._use_weight_decay(variable) and not adam_updates.compiles(variable.dtype):
-                    dtype = variable.dtype
-                    if dtype not in scalars:
-                        scalars[dtype] = (tf.constant(self.weight_decay, dtype), tf.cast(rate, dtype))
-                    distribution.extended.update(variable, _decay, args=scalars[dtype], group=False)
-
-        tf.__internal__.distribute.interim.maybe_merge_call(decay, self._distribution_strategy, variables)
+        del variables  # each variable's decay is part of its update (`_update`)
 
     def _scalars(self, dtype) -> dict:
         """The scalars of one step's update of `dtype` variables."""
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
+        rate = self._rate(dtype)
         scalars = dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step),
-                       beta2_power=tf.pow(beta_2, step), epsilon=tf.constant(self.epsilon, dtype))
+                       beta2_power=tf.pow(beta_2, step), epsilon=tf.constant(self.epsilon, dtype), rate=rate,
+                       decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate)
         if adam_updates.compiles(dtype):
-            # `ResourceApplyAdam` computes its step size and `1 - β` in the variable's dtype as here; grappler
-            # turns `_decay`'s `(w * decay) * rate` into `w * (decay * rate)`, the product here. The rate is the
-            # schedule's at this step, as Keras passes to `_update` (there, under a strategy, per replica).
-            rate = tf.cast(self.learning_rate, dtype)
+            # `ResourceApplyAdam` computes its step size and `1 - β` in the variable's dtype as here
             one = tf.constant(1.0, dtype)
             scalars.update(alpha=rate * tf.sqrt(one - scalars["beta2_power"]) / (one - scalars["beta1_power"]),
                            one_minus_beta_1=one - beta_1, one_minus_beta_2=one - beta_2,
-                           decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate,
                            zero=adam_updates.opaque_zero(self.iterations))
         return scalars
 
+    def _rate(self, dtype):
+        """The learning rate of this step's update: the schedule's at this step, as Keras passes it to `_update`
+        (there per replica under a strategy), in `dtype`. Grappler regroups chains of products with constants by
+        the graph around them (how many ops read each), which differs between the compiled and the op-by-op
+        update, so a float32 rate passes through `adam_updates.opaque`: neither update's graph changes how the
+        rate, and products of it such as the decay's, round."""
+        rate = tf.cast(self.learning_rate, dtype)
+        return adam_updates.opaque(rate, adam_updates.opaque_zero(self.iterations)) if dtype == tf.float32 else rate
+
     def _update(self, variable, gradient, learning_rate, scalars):
+        """Keras's decoupled decay, `w -= w * (weight_decay * rate)` (not for LayerNorm and biases), then Adam's
+        step: one compiled function (`adam_updates`), or the decay's ops and `ResourceApplyAdam`."""
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         handles = _handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index])
         gradient = tf.convert_to_tensor(gradient)
+        decay_rate = scalars["decay_rate"] if self.weight_decay and self._use_weight_decay(variable) else None
         if adam_updates.compiles(dtype):
-            decay_rate = scalars["decay_rate"] if self.weight_decay and self._use_weight_decay(variable) else None
             adam_updates.adamw_update(*handles, gradient, scalars["alpha"], scalars["one_minus_beta_1"],
                                       scalars["one_minus_beta_2"], scalars["epsilon"], decay_rate, scalars["zero"])
             return
+        if decay_rate is not None:
+            _tf_variable(variable).assign_sub(_tf_variable(variable) * decay_rate)
         tf.raw_ops.ResourceApplyAdam(
-            var=handles[0], m=handles[1], v=handles[2], lr=tf.cast(learning_rate, dtype),
-            grad=tf.cast(gradient, dtype), beta1=scalars["beta1"], beta2=scalars["beta2"],
+            var=handles[0], m=handles[1], v=handles[2], lr=scalars["rate"], grad=tf.cast(gradient, dtype), beta1=scalars["beta1"], beta2=scalars["beta2"],
             beta1_power=scalars["beta1_power"], beta2_power=scalars["beta2_power"], epsilon=scalars["epsilon"])
 
 
@@ -261,15 +257,12 @@ class OriginalAdamW(AdamW):
 
     kind = "original_adamw"
 
-    def _apply_weight_decay(self, variables):
-        del variables  # part of the update below, as in the original
-
     def _scalars(self, dtype) -> dict:
         scalars = dict(beta_1=tf.constant(self.beta_1, dtype),
                        one_minus_beta_1=tf.constant(1.0 - self.beta_1, dtype), beta_2=tf.constant(self.beta_2, dtype),
                        one_minus_beta_2=tf.constant(1.0 - self.beta_2, dtype),
                        epsilon=tf.constant(self.epsilon, dtype),
-                       weight_decay=tf.constant(self.weight_decay or 0.0, dtype))
+                       weight_decay=tf.constant(self.weight_decay or 0.0, dtype), rate=self._rate(dtype))
         if adam_updates.compiles(dtype):
             scalars.update(zero=adam_updates.opaque_zero(self.iterations))
         return scalars
@@ -278,7 +271,7 @@ class OriginalAdamW(AdamW):
         index = self._get_variable_index(variable)
         decay = scalars["weight_decay"] if self.weight_decay and self._use_weight_decay(variable) else None
         args = (_handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index]),
-                tf.convert_to_tensor(gradient), tf.cast(learning_rate, variable.dtype), scalars["beta_1"],
+                tf.convert_to_tensor(gradient), scalars["rate"], scalars["beta_1"],
                 scalars["one_minus_beta_1"], scalars["beta_2"], scalars["one_minus_beta_2"], scalars["epsilon"], decay)
         if adam_updates.compiles(variable.dtype):
             adam_updates.original_update(*args, scalars["zero"])
@@ -317,10 +310,6 @@ def _tf_variable(variable):
 
 def _handle(variable):
     return _tf_variable(variable).handle
-
-
-def _decay(variable, weight_decay, rate):
-    variable.assign_sub(variable * weight_decay * rate)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
