@@ -39,8 +39,8 @@ into the GEMM either way.
 probabilities cast back) against ours, where oneDNN's softmax takes the bfloat16 scores (`softmax_ab`), at the cell's
 batch and at batch 1.
 
-`--adam` times the cell's train step, with `create_optimizer`'s clipping and schedule, with the op-by-op update of
-`original_adamw` (the default) and of `adamw` against their compiled ones (`bert_tf.adam_updates`; `adam_ab`).
+`--adam` times the cell's train step with `create_optimizer`'s default optimizer (`original_adamw`, with its
+clipping and schedule), its update op by op against compiled (`bert_tf.adam_updates`; `adam_ab`).
 
 `--gemm`, `--gemm_chain`, `--dropout`, `--layer_norm`, `--gelu`, `--softmax` and `--adam` are one measurement each,
 and refuse the trace flags they do not read.
@@ -114,7 +114,7 @@ def op_times(logdir):
 
 def compiled_update_thunks():
     """The names (numbers dropped, as `op_times` keys them by type) of the XLA thunks that the compiled optimizer
-    updates run (`bert_tf.adam_updates`), less any that the training GELU's kernels also run. `op_times` cannot tell
+    update runs (`bert_tf.adam_updates`), less any that the training GELU's kernels also run. `op_times` cannot tell
     whose thunks run inside a graph (their `CpuExecutable` event names no op), so a trace's update time is found by
     these names."""
     import tensorflow as tf
@@ -131,7 +131,6 @@ def compiled_update_thunks():
     x, zero, scalar = tf.ones((4, 3)), tf.constant(0), tf.constant(0.5)
     updates = set()
     for decay in (scalar, None):
-        updates |= fusions(adam_updates.adamw_update, *handles, x, scalar, scalar, scalar, scalar, decay, zero)
         updates |= fusions(adam_updates.original_update, *handles, x, *[scalar] * 6, decay, zero)
     gelus = set()
     for approximate in (True, False):
@@ -337,17 +336,16 @@ def softmax_ab(config, batch, seq, repeats=5):
 
 
 def adam_ab(config, batch, seq, precision, repeats=5):
-    """Seconds, the classifier's train step (`create_optimizer`'s optimizer, as `run_classifier` makes it) with each
-    AdamW's op-by-op update against its compiled one (`bert_tf.adam_updates`): {"train, <optimizer>": (op by op,
-    compiled)}, each the median of interleaved rounds."""
+    """Seconds, the classifier's train step with `create_optimizer`'s default optimizer, as `run_classifier` makes
+    it, its update op by op against compiled (`bert_tf.adam_updates`): {"train, original_adamw": (op by op,
+    compiled)}, the median of interleaved rounds."""
     from bench.optimizer_step import op_by_op
     from bert_tf.optimization import create_optimizer
 
     runs, data = {}, make_batch(batch, seq)
-    for kind in ("original_adamw", "adamw"):
-        for name in ("reference", "ours"):
-            runs[f"train, {kind}", name] = ours(config, data, "train", precision, False, 1, optimizer=lambda kind=kind:
-                                                create_optimizer(2e-5, 1000, 100, optimizer=kind))
+    for name in ("reference", "ours"):
+        runs["train, original_adamw", name] = ours(config, data, "train", precision, False, 1,
+                                                   optimizer=lambda: create_optimizer(2e-5, 1000, 100))
     return reference_against_ours(runs, op_by_op, repeats, {})
 
 
@@ -390,8 +388,8 @@ def main():
                         help="time the bf16 forward pass with the attention's float32 softmax against ours "
                              "(oneDNN's softmax on the bf16 scores), at the cell's batch and at batch 1")
     parser.add_argument("--adam", action="store_true",
-                        help="time the cell's train step with the op-by-op update of original_adamw and adamw "
-                             "against the compiled one")
+                        help="time the cell's train step with the default optimizer's update op by op against "
+                             "compiled")
     args = parser.parse_args()
     refuse_unread(parser, args)
     if args.layer_norm or args.gelu or args.softmax or args.adam:

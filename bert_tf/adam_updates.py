@@ -1,17 +1,19 @@
-"""One variable's AdamW update as one XLA-compiled loop, rounded as TensorFlow's op-by-op arithmetic rounds it.
+"""The original optimizer's update of one variable as one XLA-compiled loop, rounded as TensorFlow's op-by-op
+arithmetic rounds it.
 
-Op by op, the original's update is about ten element-wise passes over each variable and its two moments; Keras's
-decoupled decay before the fused `ResourceApplyAdam` kernel is two. On a CPU these passes are memory-bound, and XLA
-compiles each update into one loop. But XLA's CPU compiler lets LLVM contract a product followed by a sum into one
-fused multiply-add, which rounds once where the ops round twice: within a few steps the weights would leave the
-op-by-op ones, and the original's, in the last bit. So each product that a sum or a difference takes passes through
+Op by op, the original's update (`bert_tf.optimization.OriginalAdamW`) is about ten element-wise passes over each
+variable and its two moments. On a CPU these passes are memory-bound, and XLA compiles the update into one
+function of three loops. But XLA's CPU compiler lets LLVM contract a product followed by a sum into one fused
+multiply-add, which rounds once where the ops round twice: within a few steps the weights would leave the op-by-op
+ones, and the original's, in the last bit. So each product that a sum or a difference takes passes through
 `opaque`: its bits, plus an integer zero that the compiler cannot know, read back as a float. The value is the
 same and the sum's operand is no longer a product, so nothing is contracted. What remains is IEEE arithmetic that
 XLA and TensorFlow's kernels round alike (multiply, divide, square root, add), in the same order as the op-by-op
 update (tested bit for bit against it, over gradients down to float32's denormals).
 
 Used where the training step's graph runs op by op on this CPU (`bert_tf.onednn.graph_runs_on_this_cpu`), for
-float32 variables (`compiles`).
+float32 variables (`compiles`). Not for `AdamW`: its fused `ResourceApplyAdam` kernel updates in place in one
+pass, and compiled with its decay it gained at most 4 % of a train step for more memory (BENCHMARKS.md).
 """
 
 import tensorflow as tf
@@ -59,18 +61,3 @@ def original_update(variable, m, v, gradient, learning_rate, beta_1, one_minus_b
         update += opaque(weight_decay * value, zero)
     _assign(variable, m, v, value - opaque(learning_rate * update, zero), next_m, next_v)
 
-
-@tf.function(jit_compile=True, autograph=False)
-def adamw_update(variable, m, v, gradient, alpha, one_minus_beta_1, one_minus_beta_2, epsilon, decay_rate, zero):
-    """`bert_tf.optimization.AdamW`'s update of one variable (handles): the decay `w -= w * decay_rate` (`decay_rate`
-    = weight decay x learning rate, None for none), then `ResourceApplyAdam`'s arithmetic with its step size
-    `alpha` = lr sqrt(1 - β2^t) / (1 - β1^t): `m += (g - m)(1 - β1)`, `v += (g² - v)(1 - β2)`,
-    `w -= m alpha / (sqrt(v) + ε)`."""
-    grad = tf.cast(gradient, tf.float32)
-    value = _read(variable)
-    if decay_rate is not None:
-        value -= opaque(value * decay_rate, zero)
-    m_value, v_value = _read(m), _read(v)
-    next_m = m_value + opaque((grad - m_value) * one_minus_beta_1, zero)
-    next_v = v_value + opaque((opaque(grad * grad, zero) - v_value) * one_minus_beta_2, zero)
-    _assign(variable, m, v, value - next_m * alpha / (tf.sqrt(next_v) + epsilon), next_m, next_v)

@@ -23,8 +23,8 @@ Beyond these, three things are added to Keras:
   repeated rows separately. Variables without a gradient are skipped without Keras's warning, as the original's
   optimizer skips them;
 - Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable; in a graph run op by op
-  on this CPU, each float32 variable's whole update (AdamW's decay included) is one XLA-compiled loop with the same
-  rounding (`bert_tf.adam_updates`).
+  on this CPU, each float32 variable's `original_adamw` update is one XLA-compiled function with the same rounding
+  (`bert_tf.adam_updates`).
 """
 
 from __future__ import annotations
@@ -173,9 +173,7 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
 
     Keras composes each variable's Adam update from about ten element-wise ops, each a full pass over the
     variable. TensorFlow's fused `ResourceApplyAdam` kernel does the same arithmetic (bias-corrected, ε outside
-    the square root) in one pass. The weight decay stays Keras's (decoupled, applied before the Adam step). Where
-    the step's graph runs op by op on this CPU, a float32 variable's decay and Adam step are one XLA-compiled loop
-    instead, with the same rounding (`bert_tf.adam_updates`).
+    the square root) in one pass. The weight decay stays Keras's (decoupled, applied before the Adam step).
     """
 
     kind = "adamw"
@@ -204,43 +202,30 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
         rate = self._rate(dtype)
-        scalars = dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step),
-                       beta2_power=tf.pow(beta_2, step), epsilon=tf.constant(self.epsilon, dtype), rate=rate,
-                       decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate)
-        if adam_updates.compiles(dtype):
-            # `ResourceApplyAdam` computes its step size and `1 - β` in the variable's dtype as here
-            one = tf.constant(1.0, dtype)
-            scalars.update(alpha=rate * tf.sqrt(one - scalars["beta2_power"]) / (one - scalars["beta1_power"]),
-                           one_minus_beta_1=one - beta_1, one_minus_beta_2=one - beta_2,
-                           zero=adam_updates.opaque_zero(self.iterations))
-        return scalars
+        return dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+                    epsilon=tf.constant(self.epsilon, dtype), rate=rate,
+                    decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate)
 
     def _rate(self, dtype):
         """The learning rate of this step's update: the schedule's at this step, as Keras passes it to `_update`
         (there per replica under a strategy), in `dtype`. Grappler regroups chains of products with constants by
-        the graph around them (how many ops read each), which differs between the compiled and the op-by-op
-        update, so a float32 rate passes through `adam_updates.opaque`: neither update's graph changes how the
+        the graph around them (how many ops read each), which differs between `OriginalAdamW`'s compiled and
+        op-by-op update, so a float32 rate passes through `adam_updates.opaque`: no update's graph changes how the
         rate, and products of it such as the decay's, round."""
         rate = tf.cast(self.learning_rate, dtype)
         return adam_updates.opaque(rate, adam_updates.opaque_zero(self.iterations)) if dtype == tf.float32 else rate
 
     def _update(self, variable, gradient, learning_rate, scalars):
         """Keras's decoupled decay, `w -= w * (weight_decay * rate)` (not for LayerNorm and biases), then Adam's
-        step: one compiled function (`adam_updates`), or the decay's ops and `ResourceApplyAdam`."""
+        step in `ResourceApplyAdam`."""
         index = self._get_variable_index(variable)
-        dtype = variable.dtype
-        handles = _handle(variable), _handle(self._momentums[index]), _handle(self._velocities[index])
-        gradient = tf.convert_to_tensor(gradient)
-        decay_rate = scalars["decay_rate"] if self.weight_decay and self._use_weight_decay(variable) else None
-        if adam_updates.compiles(dtype):
-            adam_updates.adamw_update(*handles, gradient, scalars["alpha"], scalars["one_minus_beta_1"],
-                                      scalars["one_minus_beta_2"], scalars["epsilon"], decay_rate, scalars["zero"])
-            return
-        if decay_rate is not None:
-            _tf_variable(variable).assign_sub(_tf_variable(variable) * decay_rate)
+        if self.weight_decay and self._use_weight_decay(variable):
+            _tf_variable(variable).assign_sub(_tf_variable(variable) * scalars["decay_rate"])
         tf.raw_ops.ResourceApplyAdam(
-            var=handles[0], m=handles[1], v=handles[2], lr=scalars["rate"], grad=tf.cast(gradient, dtype), beta1=scalars["beta1"], beta2=scalars["beta2"],
-            beta1_power=scalars["beta1_power"], beta2_power=scalars["beta2_power"], epsilon=scalars["epsilon"])
+            var=_handle(variable), m=_handle(self._momentums[index]), v=_handle(self._velocities[index]),
+            lr=scalars["rate"], grad=tf.cast(tf.convert_to_tensor(gradient), variable.dtype), beta1=scalars["beta1"],
+            beta2=scalars["beta2"], beta1_power=scalars["beta1_power"], beta2_power=scalars["beta2_power"],
+            epsilon=scalars["epsilon"])
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
