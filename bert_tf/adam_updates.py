@@ -1,4 +1,4 @@
-"""The original optimizer's update of one variable as one XLA-compiled loop, rounded as TensorFlow's op-by-op
+"""The original optimizer's update of one variable as one XLA-compiled function, rounded as TensorFlow's op-by-op
 arithmetic rounds it.
 
 Op by op, the original's update (`bert_tf.optimization.OriginalAdamW`) is about ten element-wise passes over each
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 
 def compiles(dtype) -> bool:
-    """Whether a variable of `dtype` is updated by the compiled functions here, in the graph being traced."""
+    """Whether a variable of `dtype` is updated by `original_update`, in the graph being traced."""
     from bert_tf.onednn import graph_runs_on_this_cpu
 
     return tf.as_dtype(dtype) == tf.float32 and graph_runs_on_this_cpu()
