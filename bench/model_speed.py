@@ -99,7 +99,8 @@ def _tf_loop(model, x, labels, mode, steps, xla, ours=False, optimizer=None):
                                                                                     "pooled_output")])
         step = tf.function(step, jit_compile=xla)
     else:
-        model.compile(optimizer=optimizer() if optimizer else _optimizer(ours), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(optimizer=optimizer() if optimizer else _optimizer(ours),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.optimizer.build(model.trainable_variables)
         batch = (x, tf.constant(labels))
         train = tf.function(model.train_step, jit_compile=xla)

@@ -75,15 +75,13 @@ def first_update_fn(kind: str, variables, compiled: bool = True):
     return first
 
 
-@contextlib.contextmanager
 def fresh_compiled_updates():
-    """The compiled updates as new functions, traced and compiled again as in a new training process."""
+    """A context inside which the compiled update is a new function, traced and compiled again as in a new training
+    process."""
     from bert_tf import adam_updates
 
-    with contextlib.ExitStack() as stack:
-        fresh = tf.function(adam_updates.original_update.python_function, jit_compile=True, autograph=False)
-        stack.enter_context(mock.patch.object(adam_updates, "original_update", fresh))
-        yield
+    fresh = tf.function(adam_updates.original_update.python_function, jit_compile=True, autograph=False)
+    return mock.patch.object(adam_updates, "original_update", fresh)
 
 
 def main(argv):
