@@ -100,11 +100,12 @@ def _clip_by_global_norm(tensors, clip_norm):
     """(tensors scaled to a global norm of at most `clip_norm`, whether that norm is finite), op for op as the
     original's `tf.clip_by_global_norm`: the norm `sqrt(2 * sum of each tensor's l2_loss)` (one kernel per tensor,
     where Keras's `clip_by_global_norm` writes a squared copy of each gradient and sums it), the scale
-    `clip_norm * min(1 / norm, 1 / clip_norm)`, which turns every gradient into NaN when the norm is not finite.
-    The norm's finiteness is the step's: an inf or NaN in a gradient makes it so, and so do finite gradients whose
-    squares overflow, which the clipping would otherwise turn into NaN weights."""
+    `clip_norm * min(1 / norm, 1 / clip_norm)` (`1 / clip_norm` divided in the norm's dtype, not in Python's
+    double), which turns every gradient into NaN when the norm is not finite. The norm's finiteness is the step's:
+    an inf or NaN in a gradient makes it so, and so do finite gradients whose squares overflow, which the clipping
+    would otherwise turn into NaN weights."""
     norm = tf.sqrt(tf.reduce_sum(tf.stack([tf.nn.l2_loss(t) for t in tensors if t is not None])) * 2.0)
-    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
+    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm) + (norm - norm)
     return [t if t is None else t * scale for t in tensors], tf.math.is_finite(norm)
 
 

@@ -40,10 +40,11 @@ def test_original_adamw_is_the_originals_update_with_clipping_and_schedule():
     assert not np.allclose(variables_adamw[0].numpy(), want["layer/dense/kernel"], rtol=1e-3)
 
 
-@pytest.mark.parametrize("clip_norm", [1.0, 1e6])
+@pytest.mark.parametrize("clip_norm", [1.0, 73.7964664525592, 1e6])
 def test_clipping_is_the_originals_clip_by_global_norm_bit_for_bit(clip_norm):
     """The clipping before the update is `tf.clip_by_global_norm`, the op sequence the original ran (each tensor's
-    `l2_loss`), bit for bit in a graph: gradients of every magnitude, clipped (norm above 1) and not (1e6)."""
+    `l2_loss`), bit for bit in a graph: gradients of every magnitude, clipped (norm above 1, and above a clip norm
+    whose reciprocal rounds apart in float32 and in Python's double) and not (1e6)."""
     import tensorflow as tf
 
     from bert_tf.optimization import _clip_by_global_norm
@@ -64,7 +65,8 @@ def test_clipping_is_the_originals_clip_by_global_norm_bit_for_bit(clip_norm):
     assert bool(finite)
     for a, b in zip(ours, want):
         assert np.array_equal(a.numpy().view(np.int32), b.numpy().view(np.int32))
-    assert np.array_equal(ours[0].numpy(), grads[0].numpy()) == (clip_norm > 1)
+    norm = np.sqrt(sum((g.numpy().astype(np.float64) ** 2).sum() for g in grads))
+    assert np.array_equal(ours[0].numpy(), grads[0].numpy()) == (clip_norm > norm)  # clipped where the norm is above
 
 
 def test_original_adamw_round_trips_through_keras_serialization():
