@@ -202,19 +202,20 @@ class AdamW(_ReplicaAware, keras.optimizers.AdamW):
         """The scalars of one step's update of `dtype` variables."""
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
-        rate = self._rate(dtype)
+        rate = self._rate(dtype, adam_updates.opaque_zero(self.iterations))
         return dict(beta1=beta_1, beta2=beta_2, beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
                     epsilon=tf.constant(self.epsilon, dtype), rate=rate,
                     decay_rate=tf.constant(self.weight_decay or 0.0, dtype) * rate)
 
-    def _rate(self, dtype):
+    def _rate(self, dtype, zero):
         """The learning rate of this step's update: the schedule's at this step, as Keras passes it to `_update`
         (there per replica under a strategy), in `dtype`. Grappler regroups chains of products with constants by
         the graph around them (how many ops read each), which differs between `OriginalAdamW`'s compiled and
         op-by-op update, so a float32 rate passes through `adam_updates.opaque`: no update's graph changes how the
-        rate, and products of it such as the decay's, round."""
+        rate, and products of it such as the decay's, round. (A safeguard: the bit-for-bit tests of the update
+        left pass without it; they failed without it for a compiled `adamw`, since taken out.)"""
         rate = tf.cast(self.learning_rate, dtype)
-        return adam_updates.opaque(rate, adam_updates.opaque_zero(self.iterations)) if dtype == tf.float32 else rate
+        return adam_updates.opaque(rate, zero) if dtype == tf.float32 else rate
 
     def _update(self, variable, gradient, learning_rate, scalars):
         """Keras's decoupled decay, `w -= w * (weight_decay * rate)` (not for LayerNorm and biases), then Adam's
@@ -237,21 +238,18 @@ class OriginalAdamW(AdamW):
     `m = β1 m + (1 - β1) g`, `v = β2 v + (1 - β2) g²`, `param -= lr * (m / (sqrt(v) + ε) + weight_decay * param)`,
     the decay left out for LayerNorm and bias variables. Not `ResourceApplyAdam`: it computes `1 - β2` in the
     variable's precision, which in float32 is 1.3e-5 off the original's constant `1 - 0.999` (docs/training.md).
-    Where the step's graph runs op by op on this CPU, a float32 variable's update is one XLA-compiled loop with the
-    same rounding (`bert_tf.adam_updates`); elsewhere, the ops of `_original_update`.
+    Where the step's graph runs op by op on this CPU, a float32 variable's update is one XLA-compiled function with
+    the same rounding (`bert_tf.adam_updates`); elsewhere, the ops of `_original_update`.
     """
 
     kind = "original_adamw"
 
     def _scalars(self, dtype) -> dict:
-        scalars = dict(beta_1=tf.constant(self.beta_1, dtype),
-                       one_minus_beta_1=tf.constant(1.0 - self.beta_1, dtype), beta_2=tf.constant(self.beta_2, dtype),
-                       one_minus_beta_2=tf.constant(1.0 - self.beta_2, dtype),
-                       epsilon=tf.constant(self.epsilon, dtype),
-                       weight_decay=tf.constant(self.weight_decay or 0.0, dtype), rate=self._rate(dtype))
-        if adam_updates.compiles(dtype):
-            scalars.update(zero=adam_updates.opaque_zero(self.iterations))
-        return scalars
+        zero = adam_updates.opaque_zero(self.iterations)  # the compiled update's, and the rate's
+        return dict(beta_1=tf.constant(self.beta_1, dtype), one_minus_beta_1=tf.constant(1.0 - self.beta_1, dtype),
+                    beta_2=tf.constant(self.beta_2, dtype), one_minus_beta_2=tf.constant(1.0 - self.beta_2, dtype),
+                    epsilon=tf.constant(self.epsilon, dtype),
+                    weight_decay=tf.constant(self.weight_decay or 0.0, dtype), rate=self._rate(dtype, zero), zero=zero)
 
     def _update(self, variable, gradient, learning_rate, scalars):
         index = self._get_variable_index(variable)
