@@ -13,7 +13,7 @@ update (tested bit for bit against it, over gradients down to float32's denormal
 
 Used where the training step's graph runs op by op on this CPU (`bert_tf.onednn.graph_runs_on_this_cpu`), for
 float32 variables (`compiles`). Not for `AdamW`: its fused `ResourceApplyAdam` kernel updates in place in one
-pass, and compiled with its decay it gained at most 4 % of a train step for more memory (BENCHMARKS.md).
+pass, and compiled with its decay it gained little of a train step for more memory (BENCHMARKS.md).
 """
 
 import tensorflow as tf
