@@ -294,6 +294,25 @@ def test_serving_benchmark_runs_end_to_end_at_tiny_size(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = _tiny_rows(tmp_path / "serving.csv")
     assert len(rows) == 3 and all(float(row["export_raw_text_ms"]) > 0 for row in rows)
+    for row in rows:  # the overhead is the quotient of the two times shown (to their rounding), as BENCHMARKS.md says
+        shown = float(row["export_raw_text_ms"]) / float(row["keras_on_ids_ms"]) - 1
+        assert abs(float(row["overhead"].rstrip("%")) / 100 - shown) < 0.002 + 0.1 / float(row["keras_on_ids_ms"])
+
+
+def test_data_gen_speedups_are_recomputed_from_the_seconds_and_import_seconds_of_the_row():
+    """BENCHMARKS.md derives every data_gen ratio from the columns shown: end to end from `seconds`, after imports
+    from `seconds` less `import_s`, of MB/s (text) and instances/s."""
+    from bench.data_gen import _row
+
+    script = {"seconds": 61.0, "import_seconds": 2.4, "instances": 215454, "corpus_mb": 20.0, "dupe_factor": 2,
+              "peak_rss_mb": 1358}
+    ours = {"seconds": 5.1, "import_seconds": 2.4, "instances": 194756, "corpus_mb": 20.0, "dupe_factor": 2,
+            "peak_rss_mb": 836}
+    row = _row("bert_tf data_gen", 2, ours, {"": script, "_vs_script": None})
+    assert row["text_speedup"] == f"{61.0 / 5.1:.2f}"
+    assert row["text_speedup_after_import"] == f"{(61.0 - 2.4) / (5.1 - 2.4):.2f}" == "21.70"
+    assert row["speedup_after_import"] == f"{(61.0 - 2.4) / (5.1 - 2.4) * 194756 / 215454:.2f}"
+    assert row["text_speedup_vs_script"] == "" and row["seconds"] == "5.1" and row["import_s"] == "2.4"
 
 
 def _fork_children(monkeypatch, module, tmp_path):
