@@ -40,6 +40,9 @@ def test_conll_reading_and_errors(tmp_path):
     sentences = ner.read_sentences(str(path))
     assert [(s.words, s.tags) for s in sentences] == [(["EU", "rejects"], ["B-ORG", "O"]), (["Peter"], ["B-PER"])]
     assert ner.tag_set(sentences) == ["O", "B-ORG", "B-PER"]
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # a byte-order mark before -DOCSTART- (Windows editors)
+    assert [(s.words, s.tags, s.line) for s in ner.read_sentences(str(path))] == [
+        (s.words, s.tags, s.line) for s in sentences]
     (tmp_path / "valid.txt").write_text("Paris B-LOC\n")
     dev = ner.read_sentences(str(tmp_path / "valid.txt"))
     with pytest.raises(DataError, match=r"valid.txt:1: tag 'B-LOC' does not occur in the training data"):
