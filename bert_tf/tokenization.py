@@ -42,7 +42,29 @@ class VocabError(ValueError):
 
 
 def load_vocab(vocab_file: str) -> dict[str, int]:
-    """token -> id, one token per line in id order (the released `vocab.txt` format)."""
+    """token -> id, one token per line in id order (the released `vocab.txt` format). A token on several lines maps
+    to its last, as in the original's `load_vocab` (some released vocabularies list a token twice)."""
+    tokens = _read_tokens(vocab_file)
+    vocab = {token: index for index, token in enumerate(tokens)}
+    missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
+    if missing:
+        raise VocabError(f"{vocab_file}: missing required token(s) {', '.join(missing)}; a BERT vocab needs [PAD] "
+                         "[UNK] [CLS] [SEP] [MASK] (build_vocab writes them)")
+    return vocab
+
+
+def vocab_tokens(tokens) -> tuple[str, ...]:
+    """Tokens in id order (a vocabulary's lines, stripped) -> the same, with every line that a later line repeats
+    replaced by a placeholder that no text can produce (it holds spaces, and words never do): a WordPiece model
+    built from the list then gives each token its `load_vocab` id, and every other id its line number."""
+    tokens = list(tokens)
+    last = {token: index for index, token in enumerate(tokens)}
+    return tuple(token if last[token] == index else f"[unused: line {index + 1} is repeated later]"
+                 for index, token in enumerate(tokens))
+
+
+def _read_tokens(vocab_file: str) -> list[str]:
+    """A vocabulary file's tokens, one per line, stripped, trailing empty lines dropped."""
     vocab_file = os.fspath(vocab_file)
     try:
         with fileio.open(vocab_file) as f:
@@ -55,14 +77,7 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
         tokens.pop()
     if not tokens:
         raise VocabError(f"{vocab_file}: the vocabulary is empty; build one with build_vocab")
-    vocab = {}
-    for index, token in enumerate(tokens):
-        vocab.setdefault(token.strip(), index)
-    missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
-    if missing:
-        raise VocabError(f"{vocab_file}: missing required token(s) {', '.join(missing)}; a BERT vocab needs [PAD] "
-                         "[UNK] [CLS] [SEP] [MASK] (build_vocab writes them)")
-    return vocab
+    return [token.strip() for token in tokens]
 
 
 # ------------------------------------------------------------------------------------------------ character rules
@@ -282,11 +297,11 @@ class BertTokenizerLayer(keras.layers.Layer):
         if vocab is None:
             if vocab_file is None:
                 raise ValueError("BertTokenizerLayer needs vocab_file (or vocab, a list of tokens)")
-            table = load_vocab(vocab_file)
-            vocab = sorted(table, key=table.get)
+            load_vocab(vocab_file)  # its checks
+            vocab = _read_tokens(vocab_file)
         # Set past Keras's attribute tracking, which would wrap the tokens one by one: a vocabulary holds no
         # variables or layers to track.
-        object.__setattr__(self, "vocab", tuple(vocab))
+        object.__setattr__(self, "vocab", vocab_tokens(vocab))
         self.do_lower_case = do_lower_case
         with tf.init_scope():  # the model buffers must outlive any tf.function that happens to build the layer
             self._wordpiece = _fast_wordpiece(self.vocab, 4 * MAX_CHARS_PER_WORD, True)

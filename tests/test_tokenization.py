@@ -183,6 +183,23 @@ def test_cased_model_keeps_case_and_accents(tmp_path):
     assert python.tokenize("Café! café Abc") == ["Café", "!", "café", "Ab", "##c"]
 
 
+def test_a_token_listed_twice_gets_its_last_line_and_later_ids_stay_their_lines(tmp_path):
+    """As the original's `load_vocab` (a dict filled line by line) and HF's: some released vocabularies list a token
+    twice. The in-graph layer gave every id after a repeated line its line number minus one."""
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "on", "cat", "mat", "##s", "é", "."]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens) + "\n")
+    python, layer = FullTokenizer(vocab), BertTokenizerLayer(str(vocab))
+    reference = oracle(vocab, lowercase=True, strip_accents=True)
+    texts = ["the cats on the mat.", "The CAT, on thé mat", "mats"]  # the second takes the general path
+    expected = [[5, 9, 11, 8, 5, 10, 13], [5, 9, 1, 8, 5, 10], [10, 11]]
+    assert [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts] == expected
+    assert [reference.encode(t, add_special_tokens=False).ids for t in texts] == expected
+    assert layer(tf.constant(texts)).to_list() == expected
+    assert BertTokenizerLayer(vocab=tokens)(tf.constant(texts)).to_list() == expected
+    assert len(layer.vocab) == len(tokens) and layer.vocab.index("mat") == 10
+
+
 def test_offsets_point_into_the_input(tokenizers):
     layer = tokenizers[1]
     texts = ["Hello, unaffable World!", "naïve café", "北京 ok", "a\x00b c", "déjà Ünterwald"]
