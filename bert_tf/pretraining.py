@@ -29,6 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, staging
+from bert_tf.config import check_fits
 from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
                              record_lengths)
@@ -402,6 +403,7 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync)
+    check_fits(config, options.vocab_file, options.max_seq_length)
     files = expand_files(input_file)
     check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file,
                   objective=options.objective)

@@ -18,6 +18,7 @@ import bert_tf  # noqa: F401
 import tensorflow as tf
 
 from bert_tf import fileio, onednn, tasks
+from bert_tf.config import check_fits
 from bert_tf.layers.precision import INFERENCE_POLICY
 
 TASK_KINDS = tasks.export_kinds()
@@ -114,10 +115,12 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch, dtype):
     if trained_by is not family:
         raise ValueError(f"--model_dir={model_dir} holds a {info.kind} model ({info.task}); --kind={kind} exports "
                          f"{' and '.join(family.kinds)} models; use --kind={trained_by.export_kind}")
+    model = load_finetuned(model_dir)
+    check_fits(model.encoder.bert_config, None, seq_length, "seq_length")
     preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), do_lower_case=info.do_lower_case,
                                 seq_length=seq_length or info.max_seq_length)
-    return family.serving_module(_in_dtype(load_finetuned(model_dir), dtype), info, preprocessor,
-                                 doc_stride=doc_stride, scratch=scratch)
+    return family.serving_module(_in_dtype(model, dtype), info, preprocessor, doc_stride=doc_stride,
+                                 scratch=scratch)
 
 
 def _in_dtype(model, dtype):
@@ -146,9 +149,12 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
     from bert_tf.serving import Preprocessor
     from export.modules import EncoderModule, MaskedLMModule, MaskedLMSubModule
 
-    if not bert_config_file:
-        raise ValueError(f"--kind={kind} needs --bert_config_file (and --init_checkpoint)")
+    if not (bert_config_file and init_checkpoint):
+        raise ValueError(f"--kind={kind} needs --bert_config_file and --init_checkpoint (an export of untrained "
+                         "weights would serve random outputs)")
     pretrainer, has_mlm = load_pretrainer(bert_config_file, init_checkpoint)
+    check_fits(pretrainer.encoder.bert_config, vocab_file if kind == "mlm" else None,
+               (seq_length or 128) if kind == "mlm" else None, "seq_length")
     pretrainer = _in_dtype(pretrainer, dtype)
     if kind == "encoder":
         module = EncoderModule(pretrainer.encoder)

@@ -58,6 +58,8 @@ FEAT = MODEL + ["--layers=-1", "--input_file={in}/lines.txt"]
 ENCODER = ["--kind=encoder", "--bert_config_file={in}/bert_config.json", GOOD]
 UNDER_FILE = "afile.* not a directory"
 SHAPE = "wrong/bert_model.ckpt.* has shape"
+PAST = (r"--max_seq_length=600 is longer than the model's max_position_embeddings=512 \(--bert_config_file\); use "
+        "at most 512")
 
 CASES = [
     # create_pretraining_data
@@ -188,6 +190,25 @@ CASES = [
          midway=True),
     Case("squad-not-utf8", SQUAD, TUNE + ["--train_file={in}/latin1/squad.json", "--output_dir={out}/new",
                                           "--do_train"], r"latin1/squad\.json:2: byte 0xe9 \(column 17\) is not UTF-8"),
+    # inputs larger than the model: ids or positions it has no embedding for
+    Case("rp-seq-past-positions", RP, PRE + ["--output_dir={out}/new", "--do_train", "--max_seq_length=600"], PAST),
+    Case("rc-seq-past-positions", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--max_seq_length=600"],
+         PAST),
+    Case("ner-seq-past-positions", NER, TUNE + ["--data_dir={in}/ner", "--output_dir={out}/new", "--do_train",
+                                                "--max_seq_length=600"], PAST),
+    Case("squad-seq-past-positions", SQUAD, TUNE + ["--train_file={in}/squad.json", "--output_dir={out}/new",
+                                                    "--do_train", "--max_seq_length=600"], PAST),
+    Case("ef-seq-past-positions", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--max_seq_length=600"], PAST),
+    Case("ex-seq-past-positions", EX, ["--kind=classifier", "--model_dir={in}/grid_run", "--export_dir={out}/new/1",
+                                       "--seq_length=600"], PAST.replace("max_seq_length", "seq_length")),
+    Case("rc-vocab-past-config", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
+                                            "--vocab_file={in}/vocab_big.txt"],
+         r"--vocab_file=.*vocab_big\.txt has 41 tokens but the model's vocab_size is 40 \(--bert_config_file\)"),
+    Case("rp-vocab-past-config", RP, PRE + ["--output_dir={out}/new", "--do_train", "--vocab_file={in}/vocab_big.txt"],
+         r"vocab_big\.txt has 41 tokens but the model's vocab_size is 40"),
+    Case("ex-encoder-untrained", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json",
+                                      "--export_dir={out}/new/1"], r"--kind=encoder needs --bert_config_file and "
+         r"--init_checkpoint \(an export of untrained weights would serve random outputs\)"),
 ]
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran", "on", "mat", "in",
@@ -213,8 +234,9 @@ def make_inputs(d):
     from data_gen.generate import Options, generate
 
     (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (d / "vocab_big.txt").write_text("\n".join(VOCAB + ["extra"]) + "\n")
     sizes = dict(vocab_size=len(VOCAB), num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                 max_position_embeddings=64)
+                 max_position_embeddings=512)
     config = BertConfig(hidden_size=16, **sizes)
     config.to_json_file(d / "bert_config.json")
     checkpoints.save_original(BertEncoder(config), str(d / "good" / "bert_model.ckpt"))

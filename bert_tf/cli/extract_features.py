@@ -33,7 +33,7 @@ def main(argv):
     del argv
     f = flags.FLAGS
     from bert_tf.checkpoints import restore_weights
-    from bert_tf.config import BertConfig
+    from bert_tf.config import BertConfig, check_fits
     from bert_tf.models import BertEncoder
     from bert_tf.tasks import DataError
     from bert_tf.feature_extraction import extract, hidden_state_index, read_lines
@@ -48,6 +48,7 @@ def main(argv):
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
         config = BertConfig.from_json_file(f.bert_config_file)
+        check_fits(config, f.vocab_file, f.max_seq_length)
         for layer in layers:  # before any weights load
             hidden_state_index(layer, config.num_hidden_layers, f.layer_numbering)
         encoder = BertEncoder(config)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, finetuning
+from bert_tf.config import check_fits
 from bert_tf.serving import Preprocessor, hold, labels_asset, trim
 from bert_tf.tasks.base import DataError, Family, Task
 from bert_tf.training import write_lines, write_results
@@ -105,6 +106,7 @@ class Classification(Family):
         run_classifier.py; returns the figures. `progress` as in `bert_tf.finetuning.fit`."""
         strategy = strategy or tf.distribute.get_strategy()
         options.check(strategy.num_replicas_in_sync, output_dir)
+        check_fits(config, vocab_file, options.max_seq_length)
         dev_splits = [s for s in task.splits if s.startswith("dev")]
         test_splits = [s for s in task.splits if s.startswith("test")]
         # read and check every split needed before any training

@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from bert_tf import fileio, finetuning
+from bert_tf.config import check_fits
 from bert_tf.serving import hold, string_spec
 from bert_tf.tasks import squad, squad_eval, windows
 from bert_tf.tasks.base import DataError, Family
@@ -78,6 +79,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
+    check_fits(config, vocab_file, options.max_seq_length)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     version_2 = options.version_2_with_negative
     convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,

@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from bert_tf import fileio, finetuning
+from bert_tf.config import check_fits
 from bert_tf.models import INPUT_NAMES
 from bert_tf.serving import hold, string_spec, labels_asset
 from bert_tf.tasks import ner, tag_features, task_info, windows
@@ -87,6 +88,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
+    check_fits(config, vocab_file, options.max_seq_length)
     task = get_task("conll2003")
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
     stride = options.stride

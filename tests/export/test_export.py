@@ -306,7 +306,7 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_utils
 
-    from bert_tf import BertEncoder, onednn
+    from bert_tf import BertEncoder, checkpoints, onednn
     from bert_tf.layers.layer_norm import kernel_available
     from export.exporting import export
     from tests.conftest import make_batch
@@ -315,6 +315,9 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
     monkeypatch.setattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", lambda dtype: True)
     tiny_config = dataclasses.replace(tiny_config, num_attention_heads=2)  # head size 16, whose scale is exact
     tiny_config.to_json_file(str(tmp_path / "bert_config.json"))
+    weights = BertEncoder(tiny_config)
+    weights(make_batch(tiny_config))
+    checkpoints.save_original(weights, str(tmp_path / "bert_model.ckpt"))
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         encoder = BertEncoder(tiny_config)
@@ -324,7 +327,8 @@ def test_a_bfloat16_export_computes_its_gelu_in_float32_whatever_this_cpu_fuses(
         assert softmax_dtypes(in_process) == ({"bfloat16"} if onednn.onednn_enabled() else {"float32"})
         kernels_here = kernel_available() and onednn.onednn_enabled()
         assert len(_nodes(in_process, "_MklLayerNorm")) == (2 * tiny_config.num_hidden_layers + 1) * kernels_here
-        export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"))
+        export("encoder", str(tmp_path / "enc"), bert_config_file=str(tmp_path / "bert_config.json"),
+               init_checkpoint=str(tmp_path / "bert_model.ckpt"))
     finally:
         keras.config.set_dtype_policy("float32")
     loaded = tf.saved_model.load(str(tmp_path / "enc"))
