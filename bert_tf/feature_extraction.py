@@ -22,20 +22,20 @@ from bert_tf.models import BertFeatureTagger  # noqa: F401
 from bert_tf.tasks.base import DataError, open_text
 
 def read_lines(path: str) -> list[tuple[str, str | None]]:
-    """`text` or `text_a ||| text_b` per line (the original's input format); blank lines are skipped."""
+    """`text` or `text_a ||| text_b` per line, as the original reads them: every line is one example (a blank one
+    an empty text, so that `linex_index` is the line's index), split at its last ` ||| `. A file without any text is
+    refused."""
     try:
         with open_text(path) as f:
             lines = [line.strip() for line in f]
     except FileNotFoundError:
         raise DataError(f"--input_file={path}: not found") from None
+    if not any(lines):
+        raise DataError(f"--input_file={path}: no text")
     pairs = []
     for line in lines:
-        if not line:
-            continue
-        a, _, b = line.partition(" ||| ")
-        pairs.append((a, b if _ else None))
-    if not pairs:
-        raise DataError(f"--input_file={path}: no text")
+        a, separator, b = line.rpartition(" ||| ")
+        pairs.append((a, b) if separator else (b, None))
     return pairs
 
 

@@ -19,7 +19,7 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
 
     lines = ["The quick brown fox jumps over the lazy dog. ||| It was not amused.",
              "Naïve café déjà vu — 東京 " * 20,  # truncated to max_seq_length
-             "", "Short one."]
+             "", "Short one.", "one ||| two ||| three"]  # split at the last separator, as the original's regex
     (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = forking.python(["-m", "bert_tf.cli.extract_features", f"--input_file={tmp_path}/input.txt",
                           f"--output_file={tmp_path}/features.jsonl", f"--vocab_file={minilm_dir}/vocab.txt",
@@ -28,11 +28,11 @@ def test_extract_features_matches_hf_hidden_states(minilm_dir, tmp_path):
                          cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "features.jsonl").read_text().splitlines()]
-    assert [r["linex_index"] for r in records] == [0, 1, 2]  # the blank line is skipped
+    assert [r["linex_index"] for r in records] == [0, 1, 2, 3, 4]  # every line, the blank one too, as the original
     hf_tokenizer = transformers.BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
     model = transformers.BertModel.from_pretrained(minilm_dir).eval()
-    for record, line in zip(records, [lines[0], lines[1], lines[3]]):
-        a, _, b = line.partition(" ||| ")
+    for record, line in zip(records, lines):
+        a, _, b = line.rpartition(" ||| ") if " ||| " in line else (line, "", "")
         encoded = hf_tokenizer(a, b or None, truncation="longest_first", max_length=24, return_tensors="pt")
         tokens = hf_tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
         assert [f["token"] for f in record["features"]] == tokens
