@@ -206,6 +206,11 @@ CASES = [
          r"--vocab_file=.*vocab_big\.txt has 41 tokens but the model's vocab_size is 40 \(--bert_config_file\)"),
     Case("rp-vocab-past-config", RP, PRE + ["--output_dir={out}/new", "--do_train", "--vocab_file={in}/vocab_big.txt"],
          r"vocab_big\.txt has 41 tokens but the model's vocab_size is 40"),
+    Case("rc-checkpoint-deeper", RC, SST + ["--init_checkpoint={in}/deep/bert_model.ckpt", "--output_dir={out}/new",
+                                            "--do_train"], r"deep/bert_model\.ckpt: its encoder has 2 layers, the "
+         r"model's config 1; set num_hidden_layers to 2"),
+    Case("ef-checkpoint-deeper", EF, FEAT + ["--init_checkpoint={in}/deep/bert_model.ckpt",
+                                            "--output_file={out}/new/f.jsonl"], r"its encoder has 2 layers"),
     Case("ex-encoder-untrained", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json",
                                       "--export_dir={out}/new/1"], r"--kind=encoder needs --bert_config_file and "
          r"--init_checkpoint \(an export of untrained weights would serve random outputs\)"),
@@ -242,6 +247,8 @@ def make_inputs(d):
     checkpoints.save_original(BertEncoder(config), str(d / "good" / "bert_model.ckpt"))
     config.to_json_file(d / "good" / "bert_config.json")
     checkpoints.save_original(BertEncoder(BertConfig(hidden_size=24, **sizes)), str(d / "wrong" / "bert_model.ckpt"))
+    checkpoints.save_original(BertEncoder(BertConfig(hidden_size=16, **{**sizes, "num_hidden_layers": 2})),
+                              str(d / "deep" / "bert_model.ckpt"))
     (d / "corpus.txt").write_text(CORPUS)
     (d / "empty.txt").write_text("")
     (d / "lines.txt").write_text("the cat sat .\nthe dog ran . ||| it was big .\n")

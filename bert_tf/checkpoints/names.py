@@ -184,9 +184,20 @@ def assign(slots: list[Slot], lookup, source: str, transpose_attr: str, name_of=
     return {"loaded": len(staged), "skipped": skipped}
 
 
+def check_depth(model, layers: int, path: str) -> None:
+    """Refuses a checkpoint of `layers` encoder layers for a model of fewer: the layers past the model's would be
+    left out without a word (a model of more layers is refused by the variables it misses)."""
+    config = getattr(model, "encoder", model).bert_config
+    if layers > config.num_hidden_layers:
+        raise CheckpointError(f"{path}: its encoder has {layers} layers, the model's config {config.num_hidden_layers}; "
+                              f"set num_hidden_layers to {layers} (the bert_config.json that came with the weights)")
+
+
 def check_fits(model, source: BertConfig, path: str, activation: bool = True) -> None:
     """Refuses what the weights' shapes cannot show: a source with another number of attention heads (its [H, H]
-    projections load into any head count and compute another model) and, where `activation`, another activation."""
+    projections load into any head count and compute another model), more layers than the model (`check_depth`)
+    and, where `activation`, another activation."""
+    check_depth(model, source.num_hidden_layers, path)
     config = getattr(model, "encoder", model).bert_config
     if config.num_attention_heads != source.num_attention_heads:
         raise CheckpointError(f"{path}: its encoder has {source.num_attention_heads} attention heads, the model's "

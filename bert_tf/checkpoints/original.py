@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, staging
-from bert_tf.checkpoints.names import CheckpointError, assign, build_model, variable_map
+from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_depth, variable_map
 from bert_tf.config import BertConfig
 
 
@@ -39,6 +40,8 @@ def read_original(path: str) -> dict[str, np.ndarray]:
 def restore_original(model, path: str, heads_required: bool = True) -> dict:
     """Loads an original TF1 checkpoint into an existing model; returns {'loaded': n, 'skipped': [names]}."""
     tensors = read_original(path)
+    layers = [int(m.group(1)) for name in tensors if (m := re.match(r"bert/encoder/layer_(\d+)/", name))]
+    check_depth(model, max(layers, default=-1) + 1, os.fspath(path))
     return assign(variable_map(model, heads_required), tensors.get, os.fspath(path), "transpose_original")
 
 

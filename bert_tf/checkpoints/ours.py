@@ -12,7 +12,7 @@ from bert_tf import fileio
 from bert_tf.checkpoints.hf import is_hf_directory, restore_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, restore_keras_hub
 from bert_tf.checkpoints.model_garden import is_model_garden, restore_model_garden
-from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.checkpoints.names import CheckpointError, check_depth
 from bert_tf.checkpoints.original import restore_original
 
 
@@ -88,6 +88,9 @@ def restore_weights(model, path: str) -> str:
     if "bert/embeddings/word_embeddings" in names:
         restore_original(model, resolved, heads_required=False)
     else:
+        # one query projection per encoder block, wherever the model type puts its encoder
+        blocks = {m.group(1) for name in names if (m := re.match(r"(.*)/attention/query/_?kernel/", name))}
+        check_depth(model, len(blocks), f"--init_checkpoint={path}")
         status = restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
             f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
         try:

@@ -1,6 +1,7 @@
 """Weights from the released formats must reproduce the reference implementation (HF transformers, torch CPU)."""
 
 import copy
+import dataclasses
 import json
 import os
 
@@ -276,6 +277,26 @@ def test_mismatched_checkpoints_fail_whole_with_the_variable_named(tiny_config, 
     deeper = BertEncoder(BertConfig(**dict(tiny_config.to_dict(), num_hidden_layers=3)))
     with pytest.raises(CheckpointError, match="missing 16 variable.*bert/encoder/layer_2/"):
         checkpoints.restore_original(deeper, prefix)
+
+
+def test_weights_of_more_layers_than_the_model_are_refused_in_every_format(tiny_config, tmp_path, minilm_dir):
+    """The layers past the model's would otherwise be left out without a word: an original checkpoint, one of ours
+    (tf.train.Checkpoint of any model type) and HF weights (all-MiniLM-L6-v2's 6 layers) into a 1-layer model."""
+    from bert_tf import BertClassifier
+
+    shallow = dataclasses.replace(tiny_config, num_hidden_layers=1)
+    prefix = checkpoints.save_original(BertEncoder(tiny_config), tmp_path / "bert_model.ckpt")
+    message = f"its encoder has {tiny_config.num_hidden_layers} layers, the model's config 1; set num_hidden_layers"
+    with pytest.raises(CheckpointError, match=message):
+        checkpoints.restore_weights(BertEncoder(shallow), prefix)
+    classifier = BertClassifier(BertEncoder(tiny_config), num_classes=2)
+    classifier(make_batch(tiny_config))
+    ours = tf.train.Checkpoint(model=classifier).write(str(tmp_path / "ours" / "ckpt"))
+    with pytest.raises(CheckpointError, match=message):
+        checkpoints.restore_weights(BertClassifier(BertEncoder(shallow), num_classes=2), ours)
+    minilm = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
+    with pytest.raises(CheckpointError, match="its encoder has 6 layers, the model's config 1"):
+        checkpoints.restore_weights(BertEncoder(dataclasses.replace(minilm, num_hidden_layers=1)), minilm_dir)
 
 
 def test_bad_paths_are_clear(tiny_config, tmp_path):
