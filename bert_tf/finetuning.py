@@ -409,14 +409,18 @@ def global_step(result: GridResult | None, output_dir: str) -> dict:
 
 def existing_model(output_dir, build, options):
     """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
-    `options.init_checkpoint`."""
+    `options.init_checkpoint`; with neither, a ValueError (the figures of untrained weights would be written as if
+    they were a model's, as after a typo in --output_dir; the original's Estimator refuses too)."""
     from bert_tf.checkpoints import restore_weights
 
     if fileio.exists(os.path.join(output_dir, MODEL_FILE)):
         return load_finetuned(output_dir)
+    if not options.init_checkpoint:
+        raise ValueError(f"--output_dir={output_dir} holds no fine-tuned model ({MODEL_FILE}) to evaluate or predict "
+                         "with, and no --init_checkpoint is given; add --do_train, or give the --output_dir of a "
+                         "fine-tuning run")
     model = build()
-    if options.init_checkpoint:
-        restore_weights(model, options.init_checkpoint)
+    restore_weights(model, options.init_checkpoint)
     return model
 
 

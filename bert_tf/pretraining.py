@@ -404,6 +404,10 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync)
     check_fits(config, options.vocab_file, options.max_seq_length)
+    if not options.do_train and not (options.init_checkpoint or tf.train.latest_checkpoint(output_dir)):
+        raise ValueError(f"--do_eval alone evaluates a trained model, and there is none: --output_dir={output_dir} "
+                         "holds no checkpoint and no --init_checkpoint is given; add --do_train, or give the "
+                         "--output_dir of a pretraining run")
     files = expand_files(input_file)
     check_records(files, options.max_seq_length, options.max_predictions_per_seq, options.vocab_file,
                   objective=options.objective)
@@ -435,12 +439,10 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
             if options.vocab_file:
                 staging.copy_file(options.vocab_file, os.path.join(export, "vocab.txt"))
             results["train"]["export"] = export
-    elif tf.train.latest_checkpoint(output_dir) or options.init_checkpoint:  # evaluate what is there
+    else:  # evaluate what is there (checked above)
         results["checkpoint"] = checkpoints.restore_weights(model, tf.train.latest_checkpoint(output_dir)
                                                             or options.init_checkpoint)
         results["step"] = checkpoint_step(results["checkpoint"])
-    else:
-        results["step"] = 0  # fresh weights
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                       options.eval_batch_size, is_training=False, objective=options.objective)

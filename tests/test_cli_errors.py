@@ -211,6 +211,11 @@ CASES = [
          r"model's config 1; set num_hidden_layers to 2"),
     Case("ef-checkpoint-deeper", EF, FEAT + ["--init_checkpoint={in}/deep/bert_model.ckpt",
                                             "--output_file={out}/new/f.jsonl"], r"its encoder has 2 layers"),
+    Case("rp-eval-without-a-model", RP, PRE + ["--output_dir={out}/new", "--do_eval"],
+         r"--do_eval alone evaluates a trained model, and there is none: --output_dir=.*new holds no checkpoint"),
+    Case("rc-eval-without-a-model", RC, SST + ["--output_dir={out}/new", "--do_eval"],
+         r"--output_dir=.*new holds no fine-tuned model \(model.keras\) to evaluate or predict with, and no "
+         r"--init_checkpoint is given; add --do_train"),
     Case("ex-encoder-untrained", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json",
                                       "--export_dir={out}/new/1"], r"--kind=encoder needs --bert_config_file and "
          r"--init_checkpoint \(an export of untrained weights would serve random outputs\)"),
@@ -256,6 +261,7 @@ def make_inputs(d):
              Options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2), progress=False)
     (d / "glue").mkdir()
     (d / "glue" / "train.tsv").write_text("sentence\tlabel\nthe cat sat\t1\nthe dog ran\t0\nit was bad\t0\n")
+    (d / "glue" / "dev.tsv").write_text("sentence\tlabel\nthe cat ran\t1\n")
     (d / "ner").mkdir()
     (d / "ner" / "train.txt").write_text("the O\ncat B-ANI\nsat O\n\nthe O\ndog B-ANI\nran O\n")
     (d / "swag").mkdir()

@@ -481,7 +481,7 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
         run_pretraining(config, records, str(tmp_path / "a"), PretrainingOptions(max_seq_length=64,
                                                                                  max_predictions_per_seq=PREDS))
     other_vocab = tmp_path / "vocab.txt"
-    other_vocab.write_text((data / "vocab.txt").read_text() + "extra\n")
+    other_vocab.write_text("\n".join((data / "vocab.txt").read_text().splitlines()[:-1] + ["extra"]) + "\n")
     with pytest.raises(DataError, match="another vocabulary"):
         run_pretraining(config, records, str(tmp_path / "b"), PretrainingOptions(
             max_seq_length=SEQ, max_predictions_per_seq=PREDS, vocab_file=str(other_vocab)))
@@ -494,7 +494,7 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
             max_seq_length=SEQ, max_predictions_per_seq=20))
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
     # the CLI turns it into one line
-    out = forking.python(_cli(data, tmp_path / "d", "--max_seq_length=128")[1:], env=_env(), timeout=300)
+    out = forking.python(_cli(data, tmp_path / "d", "--max_seq_length=64")[1:], env=_env(), timeout=300)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("run_pretraining: error: ")
     assert "--max_seq_length=32" in out.stderr and "Traceback" not in out.stderr
@@ -763,7 +763,8 @@ def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, 
     assert step_written("run", evaluate) == (7, ["global_step = 7"])
     released = str(tmp_path / "run" / "bert_model" / "bert_model.ckpt")
     assert step_written("heldout", dataclasses.replace(evaluate, init_checkpoint=released)) == (7, ["global_step = 7"])
-    assert step_written("fresh", evaluate) == (0, ["global_step = 0"])  # nothing restored: untrained weights
+    with pytest.raises(ValueError, match=r"--do_eval alone evaluates a trained model, and there is none"):
+        step_written("fresh", evaluate)  # untrained weights' figures would be written as a model's
     checkpoints.save_original(BertEncoder(config), tmp_path / "nostep" / "bert_model.ckpt")
     assert step_written("other", dataclasses.replace(evaluate, init_checkpoint=str(
         tmp_path / "nostep" / "bert_model.ckpt"))) == (None, [])
