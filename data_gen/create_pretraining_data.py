@@ -9,9 +9,7 @@ docs/data.md). Output: the original record schema, and
 the same directory replaces the earlier run's shards once its own are complete.
 """
 
-import os
 import signal
-import sys
 
 from absl import flags
 
@@ -45,7 +43,7 @@ flags.mark_flags_as_required(["output_file", "vocab_file"])
 
 def main(argv):
     del argv
-    from bert_tf.cli import fail
+    from bert_tf.cli import die_of, fail
     from bert_tf.tokenization import VocabError
     from data_gen.documents import CorpusError
     from data_gen.generate import Options, Terminated, generate, output_paths
@@ -66,14 +64,8 @@ def main(argv):
         fail(e)
     except (Terminated, KeyboardInterrupt) as e:  # `generate` has shut its workers down and removed its files
         signum = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
-        print(f"create_pretraining_data: stopped by {signum.name}; no shard written, and the directory's earlier "
-              "record set (if any) kept", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        # Die of the signal now, as an unhandled one kills: unloading TensorFlow's modules would take seconds
-        # (more than a scheduler's grace period may give), and there is nothing left to clean up.
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        os._exit(128 + signum)
+        die_of(signum, f"create_pretraining_data: stopped by {signum.name}; no shard written, and the directory's "
+                       "earlier record set (if any) kept")
     print(f"create_pretraining_data: {meta['instances']} instances, {meta['tokens']} tokens, masked fraction "
           f"{meta['masked_fraction']:.4f}, random-next fraction {meta['random_next_fraction']:.4f}, "
           f"{len(meta['shards'])} shard(s)")

@@ -417,6 +417,32 @@ def _weights(prefix):
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+def test_ctrl_c_while_training_is_one_line_and_leaves_the_last_checkpoint(data, tmp_path):
+    """Ctrl-C (SIGINT) arrives while TensorFlow runs the loop: the command says so in one line instead of the
+    interrupted frames, dies of the signal (so a shell sees a Ctrl-C), and its last checkpoint is whole."""
+    import signal
+
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    proc = forking.popen(_cli(data, out)[1:], env=_env(), stderr=tmp_path / "stderr")
+    try:
+        deadline = time.time() + 300
+        while not (out / "ckpt-20.index").exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    finally:
+        proc.kill()
+        proc.wait()
+    stderr = (tmp_path / "stderr").read_text()
+    assert proc.returncode == -signal.SIGINT, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == "run_pretraining: stopped by SIGINT (Ctrl-C)"
+    assert "Traceback" not in stderr and not (out / "bert_model").exists()
+    assert len(tf.train.list_variables(tf.train.latest_checkpoint(str(out)))) > 30  # ckpt-20 or later, whole
+
+
 def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
     """Train 200 steps uninterrupted (with --do_eval); separately start the same run, kill -9 it once its second
     checkpoint exists, restart it: it resumes there and ends with bit-identical weights. Dropout is on, so the

@@ -4,6 +4,7 @@ import atexit
 import gc
 import os
 import re
+import signal
 import sys
 
 from absl import app
@@ -92,10 +93,30 @@ def _run_writing(main, argv, outputs: dict, flag_values=None):
         if not (isinstance(e, SystemExit) and not e.code):
             for directory in created:
                 staging.remove_if_empty(directory)
+        if isinstance(e, KeyboardInterrupt):
+            stopped_by_ctrl_c()
         message = None if isinstance(e, SystemExit) else _file_error(e, paths)
         if message is None:
             raise
         fail(message)
+
+
+def stopped_by_ctrl_c() -> None:
+    """Ends the command interrupted by Ctrl-C with one line instead of the interrupted frames of TensorFlow. What it
+    wrote is whole: outputs are renamed into place when complete, and a training run's last checkpoint is where the
+    same command resumes."""
+    die_of(signal.SIGINT, f"{program()}: stopped by SIGINT (Ctrl-C)")
+
+
+def die_of(signum, line: str) -> None:
+    """Prints `line` on stderr, then ends the process by the signal `signum` itself, as an unhandled one ends it, so
+    that a shell or scheduler sees which signal stopped it. Nothing is unloaded first: TensorFlow's teardown could
+    take longer than a scheduler's grace period, and there is nothing left to clean up."""
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # where the signal cannot kill (it is blocked): the shell's status for it
 
 
 def _file_error(error: BaseException, paths: list) -> str | None:
