@@ -104,9 +104,15 @@ class FinetuneOptions:
                              ("num_train_epochs", self.num_train_epochs)):
             if not values or any(not value > 0 for value in values):
                 raise ValueError(f"--{flag}={','.join(map(str, values))}: every value must be above 0")
-        for flag in ("num_restarts", "gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop"):
+        for flag in ("num_restarts", "gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
+                     "eval_batch_size", "predict_batch_size"):
             if getattr(self, flag) < 1:
                 raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
+        if not 0 <= self.warmup_proportion <= 1:
+            raise ValueError(f"--warmup_proportion={self.warmup_proportion} must be between 0 and 1 (the share of "
+                             "the training steps spent warming up)")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"--weight_decay={self.weight_decay} must be 0 or more")
         per_update = replicas * self.gradient_accumulation_steps
         for batch in self.train_batch_sizes:
             if batch % per_update:

@@ -333,6 +333,10 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
         raise ValueError(f"--num_train_steps={num_train_steps} must be at least 1")
     if not 0 <= num_warmup_steps <= num_train_steps:
         raise ValueError(f"--num_warmup_steps={num_warmup_steps} must be between 0 and --num_train_steps")
+    if not learning_rate > 0:
+        raise ValueError(f"--learning_rate={learning_rate} must be above 0")
+    if not weight_decay >= 0:
+        raise ValueError(f"--weight_decay={weight_decay} must be 0 or more")
     schedule = warmup_linear_decay(learning_rate, num_train_steps, num_warmup_steps)
     cls = {"original_adamw": OriginalAdamW, "adamw": AdamW, "lamb": Lamb}[optimizer]
     opt = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,

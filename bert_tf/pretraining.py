@@ -338,6 +338,9 @@ class PretrainingOptions:
             raise ValueError(f"--objective={self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
         if not (self.do_train or self.do_eval):
             raise ValueError("at least one of --do_train and --do_eval must be set")
+        for flag in ("train_batch_size", "eval_batch_size", "max_eval_steps"):
+            if getattr(self, flag) < 1:
+                raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
         per_update = replicas * self.gradient_accumulation_steps
         if self.train_batch_size % per_update:
             raise ValueError(f"--train_batch_size={self.train_batch_size} must be a multiple of replicas x "

@@ -216,6 +216,19 @@ CASES = [
     Case("rc-eval-without-a-model", RC, SST + ["--output_dir={out}/new", "--do_eval"],
          r"--output_dir=.*new holds no fine-tuned model \(model.keras\) to evaluate or predict with, and no "
          r"--init_checkpoint is given; add --do_train"),
+    # numbers out of range, each named
+    Case("rp-zero-batch", RP, PRE + ["--output_dir={out}/new", "--do_train", "--train_batch_size=0"],
+         r"--train_batch_size=0 must be at least 1"),
+    Case("rp-negative-learning-rate", RP, PRE + ["--output_dir={out}/new", "--do_train", "--learning_rate=-1e-4"],
+         r"--learning_rate=-0.0001 must be above 0"),
+    Case("rp-negative-decay", RP, PRE + ["--output_dir={out}/new", "--do_train", "--weight_decay=-0.5"],
+         r"--weight_decay=-0.5 must be 0 or more"),
+    Case("rc-zero-eval-batch", RC, SST + [GOOD, "--output_dir={out}/new", "--do_eval", "--eval_batch_size=0"],
+         r"--eval_batch_size=0 must be at least 1"),
+    Case("rc-warmup-past-one", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--warmup_proportion=1.5"],
+         r"--warmup_proportion=1.5 must be between 0 and 1"),
+    Case("ef-zero-batch", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--batch_size=0"],
+         r"--batch_size=0 must be at least 1"),
     Case("ex-encoder-untrained", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json",
                                       "--export_dir={out}/new/1"], r"--kind=encoder needs --bert_config_file and "
          r"--init_checkpoint \(an export of untrained weights would serve random outputs\)"),

@@ -45,6 +45,8 @@ def main(argv):
         except ValueError:
             raise ValueError(f"--layers={f.layers}: not a comma-separated list of layer numbers (e.g. "
                              "-1,-2,-3,-4)") from None
+        if f.batch_size < 1:
+            raise ValueError(f"--batch_size={f.batch_size} must be at least 1")
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
         config = BertConfig.from_json_file(f.bert_config_file)
