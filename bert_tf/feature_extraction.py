@@ -11,7 +11,6 @@ for the real tokens (`[CLS] A [SEP] (B [SEP])`), values rounded to 6 decimals.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 

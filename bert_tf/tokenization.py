@@ -63,6 +63,24 @@ def vocab_tokens(tokens) -> tuple[str, ...]:
                  for index, token in enumerate(tokens))
 
 
+def check_case(vocab_file: str, do_lower_case: bool) -> None:
+    """A `VocabError` where `do_lower_case` contradicts the vocabulary. With a vocabulary that has no upper-case
+    token that lower-casing changes (an uncased model's), `--do_lower_case=false` would turn every capitalised word
+    into [UNK] or pieces the model never saw; with a cased model's (over 5 % of its tokens), lower-casing and
+    stripping accents would leave those tokens unreachable. The original checks the same from the checkpoint's name
+    (`validate_case_matches_checkpoint`); the vocabulary tells it for any model."""
+    tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
+    cased = sum(t != t.lower() for t in tokens)  # "ℝ" is upper case, but lower-casing leaves it as it is
+    if not do_lower_case and not cased and any(t != t.upper() for t in tokens):
+        raise VocabError(f"{vocab_file}: an uncased vocabulary (no token has an upper-case letter) with "
+                         "--do_lower_case=false: capitalised words would become [UNK] or pieces the model never saw; "
+                         "set --do_lower_case, or give the cased model's vocab.txt")
+    if do_lower_case and cased > 0.05 * len(tokens):
+        raise VocabError(f"{vocab_file}: a cased vocabulary ({cased} of its {len(tokens)} tokens have upper-case "
+                         "letters) with --do_lower_case: lower-casing would leave them unreachable; pass "
+                         "--nodo_lower_case")
+
+
 def _read_tokens(vocab_file: str) -> list[str]:
     """A vocabulary file's tokens, one per line, stripped, trailing empty lines dropped."""
     vocab_file = os.fspath(vocab_file)

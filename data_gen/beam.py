@@ -27,10 +27,9 @@ import os
 
 from bert_tf import fileio, staging
 from bert_tf.records import METADATA_NAME
-from bert_tf.tokenization import load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError
-from data_gen.generate import Options, describe_run, make_window
+from data_gen.generate import Options, check_vocab, describe_run, make_window
 from data_gen.tfds_corpus import corpus_from_flags
 
 
@@ -61,9 +60,7 @@ def build_pipeline(pipeline, input_files, output_prefix: str, vocab_file: str, o
     if fileio.exists(metadata_path):
         raise ValueError(f"--output_prefix={output_prefix}: {metadata_path} of another run is there (it lists "
                          "the shards of its directory); delete it with its shards, or write to another directory")
-    vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
-    if "[MASK]" not in vocab:
-        raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
+    check_vocab(vocab_file, options.do_lower_case)
     corpus = documents_lib.as_corpus(input_files)
     parts = corpus.parts()
     indexed = pipeline | "Parts" >> beam.Create(list(enumerate(parts)))

@@ -25,7 +25,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.records import FEATURES, file_sha256
-from bert_tf.tokenization import load_vocab
+from bert_tf.tokenization import check_case, load_vocab
 from data_gen import documents as documents_lib
 from data_gen.documents import CorpusError
 from data_gen.masking import MaskingVocab
@@ -82,6 +82,14 @@ def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     return [p.strip() for p in output_file.split(",") if p.strip()]
 
 
+def check_vocab(vocab_file: str, do_lower_case: bool) -> None:
+    """A clear error for a vocabulary that cannot make masked-LM data, or whose case contradicts `do_lower_case`
+    (`tokenization.check_case`), before any work starts."""
+    if "[MASK]" not in load_vocab(vocab_file):
+        raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
+    check_case(vocab_file, do_lower_case)
+
+
 class Terminated(SystemExit):
     """SIGTERM stopped `generate` after it had cleaned up; exits with the shell's status for SIGTERM."""
 
@@ -127,9 +135,7 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     options.check()
     corpus = documents_lib.as_corpus(input_files)
     parts = corpus.parts()
-    vocab = load_vocab(vocab_file)  # a clear error for a bad vocab before any work starts
-    if "[MASK]" not in vocab:
-        raise ValueError(f"{vocab_file}: the vocabulary has no [MASK] token, which masked-LM data needs")
+    check_vocab(vocab_file, options.do_lower_case)
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be at least 1")
     if not output_files:

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from bert_tf import fileio, onednn, tasks
 from bert_tf.config import check_fits
+from bert_tf.tokenization import check_case
 from bert_tf.layers.precision import INFERENCE_POLICY
 
 TASK_KINDS = tasks.export_kinds()
@@ -74,6 +75,7 @@ def _export(kind, export_dir, scratch, model_dir, vocab_file, do_lower_case, seq
 
         if not vocab_file:
             raise ValueError("--kind=preprocessor needs --vocab_file")
+        check_case(vocab_file, True if do_lower_case is None else do_lower_case)
         module = Preprocessor(vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case,
                               seq_length=seq_length or 128)
     else:
@@ -154,7 +156,8 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
                          "weights would serve random outputs)")
     pretrainer, has_mlm = load_pretrainer(bert_config_file, init_checkpoint)
     check_fits(pretrainer.encoder.bert_config, vocab_file if kind == "mlm" else None,
-               (seq_length or 128) if kind == "mlm" else None, "seq_length")
+               (seq_length or 128) if kind == "mlm" else None, "seq_length",
+               do_lower_case=True if do_lower_case is None else do_lower_case)
     pretrainer = _in_dtype(pretrainer, dtype)
     if kind == "encoder":
         module = EncoderModule(pretrainer.encoder)

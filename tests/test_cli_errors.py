@@ -216,6 +216,12 @@ CASES = [
     Case("rc-eval-without-a-model", RC, SST + ["--output_dir={out}/new", "--do_eval"],
          r"--output_dir=.*new holds no fine-tuned model \(model.keras\) to evaluate or predict with, and no "
          r"--init_checkpoint is given; add --do_train"),
+    # a case setting that contradicts the vocabulary: capitalised words would all be [UNK]
+    Case("cpd-cased-flag-uncased-vocab", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
+                                                     "--nodo_lower_case"], r"vocab\.txt: an uncased vocabulary "
+         r"\(no token has an upper-case letter\) with --do_lower_case=false"),
+    Case("rc-cased-flag-uncased-vocab", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
+                                                   "--nodo_lower_case"], r"an uncased vocabulary"),
     # numbers out of range, each named
     Case("rp-zero-batch", RP, PRE + ["--output_dir={out}/new", "--do_train", "--train_batch_size=0"],
          r"--train_batch_size=0 must be at least 1"),

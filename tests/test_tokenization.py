@@ -200,6 +200,25 @@ def test_a_token_listed_twice_gets_its_last_line_and_later_ids_stay_their_lines(
     assert len(layer.vocab) == len(tokens) and layer.vocab.index("mat") == 10
 
 
+def test_a_case_setting_that_contradicts_the_vocabulary_is_refused(vocab_file, tmp_path):
+    """The released uncased vocabulary with --do_lower_case passes, without it fails; a cased one the other way."""
+    from bert_tf.tokenization import check_case
+
+    check_case(vocab_file, True)
+    with pytest.raises(VocabError, match="an uncased vocabulary .* with --do_lower_case=false"):
+        check_case(vocab_file, False)
+    cased = tmp_path / "vocab.txt"
+    cased.write_text("\n".join(list(SPECIALS) + ["The", "the", "Paris", "##s", "a", "B", "é"]) + "\n")
+    check_case(str(cased), False)
+    with pytest.raises(VocabError, match=r"a cased vocabulary \(3 of its 7 tokens have upper-case letters\) with "
+                                         r"--do_lower_case"):
+        check_case(str(cased), True)
+    digits = tmp_path / "digits.txt"  # no letters at all: nothing to judge
+    digits.write_text("\n".join(list(SPECIALS) + ["1", "2", "##3"]) + "\n")
+    check_case(str(digits), False)
+    check_case(str(digits), True)
+
+
 def test_offsets_point_into_the_input(tokenizers):
     layer = tokenizers[1]
     texts = ["Hello, unaffable World!", "naïve café", "北京 ok", "a\x00b c", "déjà Ünterwald"]

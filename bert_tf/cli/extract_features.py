@@ -50,7 +50,7 @@ def main(argv):
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
         config = BertConfig.from_json_file(f.bert_config_file)
-        check_fits(config, f.vocab_file, f.max_seq_length)
+        check_fits(config, f.vocab_file, f.max_seq_length, do_lower_case=f.do_lower_case)
         for layer in layers:  # before any weights load
             hidden_state_index(layer, config.num_hidden_layers, f.layer_numbering)
         encoder = BertEncoder(config)

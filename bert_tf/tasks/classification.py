@@ -106,7 +106,7 @@ class Classification(Family):
         run_classifier.py; returns the figures. `progress` as in `bert_tf.finetuning.fit`."""
         strategy = strategy or tf.distribute.get_strategy()
         options.check(strategy.num_replicas_in_sync, output_dir)
-        check_fits(config, vocab_file, options.max_seq_length)
+        check_fits(config, vocab_file, options.max_seq_length, do_lower_case=options.do_lower_case)
         dev_splits = [s for s in task.splits if s.startswith("dev")]
         test_splits = [s for s in task.splits if s.startswith("test")]
         # read and check every split needed before any training

@@ -79,7 +79,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
-    check_fits(config, vocab_file, options.max_seq_length)
+    check_fits(config, vocab_file, options.max_seq_length, do_lower_case=options.do_lower_case)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     version_2 = options.version_2_with_negative
     convert = dict(max_seq_length=options.max_seq_length, doc_stride=options.doc_stride,

@@ -88,7 +88,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
 
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
-    check_fits(config, vocab_file, options.max_seq_length)
+    check_fits(config, vocab_file, options.max_seq_length, do_lower_case=options.do_lower_case)
     task = get_task("conll2003")
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
     stride = options.stride
