@@ -218,8 +218,11 @@ def remove_stale_checkpoint_temps(directory: str, prefix: str) -> list[str]:
 def output_problem(path: str, directory: bool | None = None) -> str | None:
     """Why `path` cannot be written, or None when nothing on disk stands in the way: a regular file where one of its
     parent directories must go, a file where a directory is wanted (`directory=True`) or the reverse
-    (`directory=False`; None: either will do), or a directory this process may not write in. A URL (`gs://...`)
+    (`directory=False`, as is a name ending in '/'; None: either will do), or a directory this process may not
+    write in. A URL (`gs://...`)
     is only checked to be reachable."""
+    if directory is False and path.endswith("/"):
+        return f"{path} ends in '/', the name of a directory; give a file name"
     if fileio.is_url(path):
         try:
             fileio.exists(path)

@@ -76,6 +76,9 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
 # ------------------------------------------------------------------------------------------------ the whole run
 def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     """`--output_file` as a comma list of files, or a directory (existing or ending in '/') with N shards."""
+    if num_output_shards and "," in output_file:
+        raise ValueError(f"--num_output_shards={num_output_shards} names the shards of one directory, but "
+                         f"--output_file={output_file} lists files; give a directory, or leave out --num_output_shards")
     if num_output_shards or output_file.endswith("/") or fileio.isdir(output_file):
         shards = num_output_shards or 1
         return [os.path.join(output_file, f"pretraining-{i:05d}-of-{shards:05d}.tfrecord") for i in range(shards)]

@@ -20,6 +20,8 @@ from data_gen.documents import CorpusError, FileCorpus, as_corpus, corpus_docume
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
+    if num_unused < 0:
+        raise ValueError(f"--num_unused={num_unused} must be 0 or more")
     return ["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

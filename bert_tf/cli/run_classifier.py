@@ -33,6 +33,8 @@ def main(argv):
     from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import DataError, get_task
 
+    if program() == "run_swag" and f.task_name != "swag":
+        fail(f"--task_name={f.task_name}: run_swag trains SWAG only; run_classifier trains the other tasks")
     try:
         strategy = strategy_from_flags(f)
         options = options_from_flags(f, FinetuneOptions)

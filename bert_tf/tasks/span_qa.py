@@ -65,6 +65,9 @@ class SquadOptions(finetuning.FinetuneOptions):
     def check(self, replicas: int = 1, output_dir: str | None = None):
         if not (self.do_train or self.do_predict):
             raise ValueError("at least one of --do_train and --do_predict must be set")
+        if self.null_score_diff_threshold is not None and not self.version_2_with_negative:
+            raise ValueError(f"--null_score_diff_threshold={self.null_score_diff_threshold} is SQuAD 2.0's; add "
+                             "--version_2_with_negative, or leave it out")
         self.check_training(replicas, output_dir)
 
 
