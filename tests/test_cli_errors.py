@@ -237,6 +237,8 @@ CASES = [
                                     "--num_unused=-5"], r"--num_unused=-5 must be 0 or more"),
     Case("ex-zero-seq-length", EX, ["--kind=classifier", "--model_dir={in}/grid_run", "--export_dir={out}/new/1",
                                     "--seq_length=0"], r"--seq_length=0 must be at least 1"),
+    Case("cc-stale-vocab-beside", CC, ["--input={in}/good/bert_model.ckpt", "--output={in}/stale/bert_model.ckpt"],
+         r"stale/vocab\.txt is there already, from an earlier model, and the input has no vocabulary to replace it"),
     # numbers out of range, each named
     Case("rp-zero-batch", RP, PRE + ["--output_dir={out}/new", "--do_train", "--train_batch_size=0"],
          r"--train_batch_size=0 must be at least 1"),
@@ -304,6 +306,8 @@ def make_inputs(d):
         "qas": [{"id": "q1", "question": "where ?", "answers": [{"text": "the mat", "answer_start": 15}]}]}]}]}))
     _pretrained(d, BertConfig(hidden_size=24, **sizes))
     _finetuned(d, config)
+    (d / "stale").mkdir()  # where an earlier conversion left its vocabulary (good/ has none to replace it)
+    (d / "stale" / "vocab.txt").write_text("an earlier model's\n")
     (d / "latin1").mkdir()
     (d / "latin1" / "train.tsv").write_bytes(b"sentence\tlabel\nthe cat sat\t1\nCaf\xe9 au lait\t0\n")
     (d / "latin1" / "squad.json").write_bytes(b'{"data": [{"title": "t", "paragraphs": [\n{"context": "Caf\xe9", '

@@ -157,6 +157,12 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     for vocab in (os.path.join(source_dir, "vocab.txt"), os.path.join(source_dir, "assets", "vocab.txt")):
         if vocab_file is None and fileio.isfile(vocab):  # a TF Hub SavedModel keeps its vocabulary as an asset
             vocab_file = vocab
+    if fmt in ("hf", "original") and vocab_file is None:
+        beside = os.path.join(target if fmt == "hf" else fileio.dirname(fileio.absolute(target)), "vocab.txt")
+        if fileio.exists(beside):
+            raise ValueError(f"--output={output}: {beside} is there already, from an earlier model, and the input "
+                             "has no vocabulary to replace it; give --vocab_file (this model's), or write to "
+                             "another directory")
 
     if fmt == "keras":
         fileio.makedirs(fileio.dirname(fileio.absolute(target)))
