@@ -108,6 +108,8 @@ class FinetuneOptions:
                      "eval_batch_size", "predict_batch_size"):
             if getattr(self, flag) < 1:
                 raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
+        if not 0 <= self.dropout_rate < 1:
+            raise ValueError(f"--dropout_rate={self.dropout_rate} must be at least 0 and below 1")
         if not 0 <= self.warmup_proportion <= 1:
             raise ValueError(f"--warmup_proportion={self.warmup_proportion} must be between 0 and 1 (the share of "
                              "the training steps spent warming up)")

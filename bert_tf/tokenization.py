@@ -89,6 +89,8 @@ def _read_tokens(vocab_file: str) -> list[str]:
             tokens = [line.rstrip("\n").rstrip("\r") for line in f]
     except FileNotFoundError:
         raise VocabError(f"{vocab_file}: vocab file not found") from None
+    except IsADirectoryError:
+        raise VocabError(f"{vocab_file}: a directory; give the vocab.txt file in it") from None
     except UnicodeDecodeError as e:
         raise VocabError(f"{vocab_file}: not UTF-8 ({e})") from None
     while tokens and tokens[-1] == "":
