@@ -72,12 +72,12 @@ def check_case(vocab_file: str, do_lower_case: bool) -> None:
     tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
     cased = sum(t != t.lower() for t in tokens)  # "ℝ" is upper case, but lower-casing leaves it as it is
     if not do_lower_case and not cased and any(t != t.upper() for t in tokens):
-        raise VocabError(f"{vocab_file}: an uncased vocabulary (no token has an upper-case letter) with "
+        raise VocabError(f"{vocab_file}: an uncased vocabulary (lower-casing changes none of its tokens) with "
                          "--do_lower_case=false: capitalised words would become [UNK] or pieces the model never saw; "
                          "set --do_lower_case, or give the cased model's vocab.txt")
     if do_lower_case and cased > 0.05 * len(tokens):
-        raise VocabError(f"{vocab_file}: a cased vocabulary ({cased} of its {len(tokens)} tokens have upper-case "
-                         "letters) with --do_lower_case: lower-casing would leave them unreachable; pass "
+        raise VocabError(f"{vocab_file}: a cased vocabulary (lower-casing changes {cased} of its {len(tokens)} "
+                         "tokens) with --do_lower_case: lower-casing would leave them unreachable; pass "
                          "--nodo_lower_case")
 
 

@@ -294,9 +294,10 @@ def test_serving_benchmark_runs_end_to_end_at_tiny_size(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = _tiny_rows(tmp_path / "serving.csv")
     assert len(rows) == 3 and all(float(row["export_raw_text_ms"]) > 0 for row in rows)
-    for row in rows:  # the overhead is the quotient of the two times shown (to their rounding), as BENCHMARKS.md says
-        shown = float(row["export_raw_text_ms"]) / float(row["keras_on_ids_ms"]) - 1
-        assert abs(float(row["overhead"].rstrip("%")) / 100 - shown) < 0.002 + 0.1 / float(row["keras_on_ids_ms"])
+    for row in rows:  # the overhead is the quotient of the two times shown, within their rounding to 0.1 ms
+        export, keras = float(row["export_raw_text_ms"]), float(row["keras_on_ids_ms"])
+        overhead = float(row["overhead"].rstrip("%")) / 100
+        assert (export - 0.05) / (keras + 0.05) - 1 - 5e-4 <= overhead <= (export + 0.05) / (keras - 0.05) - 1 + 5e-4
 
 
 def test_data_gen_speedups_are_recomputed_from_the_seconds_and_import_seconds_of_the_row():

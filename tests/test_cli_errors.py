@@ -219,7 +219,7 @@ CASES = [
     # a case setting that contradicts the vocabulary: capitalised words would all be [UNK]
     Case("cpd-cased-flag-uncased-vocab", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
                                                      "--nodo_lower_case"], r"vocab\.txt: an uncased vocabulary "
-         r"\(no token has an upper-case letter\) with --do_lower_case=false"),
+         r"\(lower-casing changes none of its tokens\) with --do_lower_case=false"),
     Case("rc-cased-flag-uncased-vocab", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
                                                    "--nodo_lower_case"], r"an uncased vocabulary"),
     # a flag for another mode or command, or a path of the wrong kind
