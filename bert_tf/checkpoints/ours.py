@@ -3,6 +3,7 @@ initialises a model from a checkpoint of any format."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import tensorflow as tf
@@ -49,6 +50,18 @@ def restore_fitting(restore, path: str, explain):
     raise CheckpointError(message)
 
 
+def _depth(reader, names) -> int:
+    """The encoder layers of a checkpoint of ours: from the config `bert_tf.training.train` saves with it (its
+    weights are then named by the optimizer's list of them, which says nothing of the layers), else one query
+    projection per block, wherever the model type puts its encoder."""
+    from bert_tf.training import CONFIG_KEY  # training imports this module
+
+    saved = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+    if saved in names:
+        return json.loads(reader.get_tensor(saved).decode())["num_hidden_layers"]
+    return len({m.group(1) for name in names if (m := re.match(r"(.*)/attention/query/_?kernel/", name))})
+
+
 def restore_weights(model, path: str) -> str:
     """Initialises `model`'s weights from a checkpoint (prefix or directory): an original TF1 checkpoint
     (google-research/bert names), an HF directory (config.json + model.safetensors or its shards), a keras-hub
@@ -81,16 +94,15 @@ def restore_weights(model, path: str) -> str:
     if not resolved:
         raise CheckpointError(f"--init_checkpoint={path}: no checkpoint in this directory")
     try:
-        names = set(fileio.load_checkpoint(resolved).get_variable_to_shape_map())
+        reader = fileio.load_checkpoint(resolved)
+        names = set(reader.get_variable_to_shape_map())
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"--init_checkpoint={path}: cannot read a checkpoint there "
                               f"({str(e).splitlines()[0]})") from None
     if "bert/embeddings/word_embeddings" in names:
         restore_original(model, resolved, heads_required=False)
     else:
-        # one query projection per encoder block, wherever the model type puts its encoder
-        blocks = {m.group(1) for name in names if (m := re.match(r"(.*)/attention/query/_?kernel/", name))}
-        check_depth(model, len(blocks), f"--init_checkpoint={path}")
+        check_depth(model, _depth(reader, names), f"--init_checkpoint={path}")
         status = restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
             f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
         try:

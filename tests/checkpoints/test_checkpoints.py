@@ -279,10 +279,14 @@ def test_mismatched_checkpoints_fail_whole_with_the_variable_named(tiny_config, 
         checkpoints.restore_original(deeper, prefix)
 
 
-def test_weights_of_more_layers_than_the_model_are_refused_in_every_format(tiny_config, tmp_path, minilm_dir):
-    """The layers past the model's would otherwise be left out without a word: an original checkpoint, one of ours
-    (tf.train.Checkpoint of any model type) and HF weights (all-MiniLM-L6-v2's 6 layers) into a 1-layer model."""
-    from bert_tf import BertClassifier
+def test_weights_of_more_layers_than_the_model_are_refused(tiny_config, tmp_path, minilm_dir):
+    """The layers past the model's would otherwise be left out without a word: an original checkpoint; ours, a
+    model's own (tf.train.Checkpoint) and a training run's (whose weights are named by the optimizer's list of them,
+    its config saved beside them); and HF weights (all-MiniLM-L6-v2's 6 layers), into a 1-layer model. keras-hub and
+    Model Garden sources go through the same config comparison as HF (`checkpoints.names.check_fits`)."""
+    import keras
+
+    from bert_tf import BertClassifier, training
 
     shallow = dataclasses.replace(tiny_config, num_hidden_layers=1)
     prefix = checkpoints.save_original(BertEncoder(tiny_config), tmp_path / "bert_model.ckpt")
@@ -294,6 +298,14 @@ def test_weights_of_more_layers_than_the_model_are_refused_in_every_format(tiny_
     ours = tf.train.Checkpoint(model=classifier).write(str(tmp_path / "ours" / "ckpt"))
     with pytest.raises(CheckpointError, match=message):
         checkpoints.restore_weights(BertClassifier(BertEncoder(shallow), num_classes=2), ours)
+    classifier.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy())
+    classifier.optimizer.build(classifier.trainable_variables)
+    state = {"model": classifier, "optimizer": classifier.optimizer,
+             training.CONFIG_KEY: tf.Variable(json.dumps(tiny_config.to_dict()), trainable=False)}
+    trained = tf.train.Checkpoint(**state).write(str(tmp_path / "trained" / "ckpt-1"))
+    assert not any(name.startswith("model/") for name, _ in tf.train.list_variables(trained))  # the optimizer's names
+    with pytest.raises(CheckpointError, match=message):
+        checkpoints.restore_weights(BertClassifier(BertEncoder(shallow), num_classes=2), trained)
     minilm = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
     with pytest.raises(CheckpointError, match="its encoder has 6 layers, the model's config 1"):
         checkpoints.restore_weights(BertEncoder(dataclasses.replace(minilm, num_hidden_layers=1)), minilm_dir)
