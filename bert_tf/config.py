@@ -295,15 +295,16 @@ def _same_value(value: Any, accepted: Any) -> bool:
 
 
 def check_fits(config: BertConfig, vocab_file: str | None = None, seq_length: int | None = None,
-               seq_flag: str = "max_seq_length", do_lower_case: bool | None = None) -> None:
+               seq_flag: str = "max_seq_length", do_lower_case: bool | None = None,
+               source: str = "--bert_config_file") -> None:
     """A ValueError naming the flags where the vocabulary or the sequence length is larger than the model
     `config` describes: ids past `vocab_size` have no embedding row, and positions past `max_position_embeddings`
     none either. Caught before any work; TensorFlow would fail mid-run on a CPU (or read zeros on a GPU). A
     vocabulary smaller than `vocab_size` is fine (some models pad it). With `do_lower_case`, also that it suits the
-    vocabulary (`tokenization.check_case`)."""
+    vocabulary (`tokenization.check_case`). `source`: where the config came from, for the message."""
     if seq_length is not None and seq_length > config.max_position_embeddings:
         raise ValueError(f"--{seq_flag}={seq_length} is longer than the model's max_position_embeddings="
-                         f"{config.max_position_embeddings} (--bert_config_file); use at most "
+                         f"{config.max_position_embeddings} ({source}); use at most "
                          f"{config.max_position_embeddings}")
     if vocab_file is not None:
         from bert_tf.tokenization import check_case, load_vocab
@@ -313,5 +314,5 @@ def check_fits(config: BertConfig, vocab_file: str | None = None, seq_length: in
         ids = max(load_vocab(vocab_file).values()) + 1
         if ids > config.vocab_size:
             raise ValueError(f"--vocab_file={vocab_file} has {ids} tokens but the model's vocab_size is "
-                             f"{config.vocab_size} (--bert_config_file): they belong to different models; give the "
+                             f"{config.vocab_size} ({source}): they belong to different models; give the "
                              "vocab.txt that came with the checkpoint")

@@ -418,7 +418,8 @@ def global_step(result: GridResult | None, output_dir: str) -> dict:
 def existing_model(output_dir, build, options):
     """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
     `options.init_checkpoint`; with neither, a ValueError (the figures of untrained weights would be written as if
-    they were a model's, as after a typo in --output_dir; the original's Estimator refuses too)."""
+    they were a model's, as after a typo in --output_dir; the original's Estimator only logs that it evaluates an
+    initialisation, and writes its figures)."""
     from bert_tf.checkpoints import restore_weights
 
     if fileio.exists(os.path.join(output_dir, MODEL_FILE)):

@@ -64,21 +64,23 @@ def vocab_tokens(tokens) -> tuple[str, ...]:
 
 
 def check_case(vocab_file: str, do_lower_case: bool) -> None:
-    """A `VocabError` where `do_lower_case` contradicts the vocabulary. With a vocabulary that has no upper-case
-    token that lower-casing changes (an uncased model's), `--do_lower_case=false` would turn every capitalised word
-    into [UNK] or pieces the model never saw; with a cased model's (over 5 % of its tokens), lower-casing and
-    stripping accents would leave those tokens unreachable. The original checks the same from the checkpoint's name
+    """A `VocabError` where `do_lower_case` contradicts the vocabulary. With a vocabulary of which lower-casing
+    changes no token while over 5 % have lower-case letters (an uncased model's), `do_lower_case` off would turn
+    every capitalised word into [UNK] or pieces the model never saw; with a cased model's (lower-casing changes over
+    5 % of its tokens), lower-casing and stripping accents would leave those tokens unreachable. A vocabulary of
+    scripts without case decides neither. The original checks the same from the checkpoint's name
     (`validate_case_matches_checkpoint`); the vocabulary tells it for any model."""
     tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
     cased = sum(t != t.lower() for t in tokens)  # "ℝ" is upper case, but lower-casing leaves it as it is
-    if not do_lower_case and not cased and any(t != t.upper() for t in tokens):
+    lower = sum(t != t.upper() for t in tokens)  # a script without case (CJK, Arabic, ...) has few of these
+    if not do_lower_case and not cased and lower > 0.05 * len(tokens):
         raise VocabError(f"{vocab_file}: an uncased vocabulary (lower-casing changes none of its tokens) with "
-                         "--do_lower_case=false: capitalised words would become [UNK] or pieces the model never saw; "
-                         "set --do_lower_case, or give the cased model's vocab.txt")
+                         "do_lower_case off: capitalised words would become [UNK] or pieces the model never saw; "
+                         "turn do_lower_case on, or give the cased model's vocab.txt")
     if do_lower_case and cased > 0.05 * len(tokens):
         raise VocabError(f"{vocab_file}: a cased vocabulary (lower-casing changes {cased} of its {len(tokens)} "
-                         "tokens) with --do_lower_case: lower-casing would leave them unreachable; pass "
-                         "--nodo_lower_case")
+                         "tokens) with do_lower_case on: lower-casing would leave them unreachable; turn "
+                         "do_lower_case off")
 
 
 def _read_tokens(vocab_file: str) -> list[str]:

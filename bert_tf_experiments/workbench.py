@@ -166,7 +166,7 @@ def pretrain(bench: Bench, stages: Stages, name: str, config, objective: str, he
                                      os.path.join(directory, f"heldout_{records}_{metric_objective}"),
                                      dataclasses.replace(options, do_train=False, do_eval=True,
                                                          objective=metric_objective,
-                                                         max_eval_steps=-(-instances // EVAL_BATCH),
+                                                         max_eval_steps=max(1, -(-instances // EVAL_BATCH)),
                                                          init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"))
                                      )["eval"]
             figures.update({f"{records}/{k}": v for k, v in scores.items() if k != "global_step"})

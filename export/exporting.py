@@ -120,7 +120,7 @@ def _task_module(kind, model_dir, seq_length, doc_stride, scratch, dtype):
         raise ValueError(f"--model_dir={model_dir} holds a {info.kind} model ({info.task}); --kind={kind} exports "
                          f"{' and '.join(family.kinds)} models; use --kind={trained_by.export_kind}")
     model = load_finetuned(model_dir)
-    check_fits(model.encoder.bert_config, None, seq_length, "seq_length")
+    check_fits(model.encoder.bert_config, None, seq_length, "seq_length", source=f"the model in --model_dir={model_dir}")
     preprocessor = Preprocessor(os.path.join(model_dir, "vocab.txt"), do_lower_case=info.do_lower_case,
                                 seq_length=seq_length or info.max_seq_length)
     return family.serving_module(_in_dtype(model, dtype), info, preprocessor, doc_stride=doc_stride,
@@ -157,8 +157,10 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
         raise ValueError(f"--kind={kind} needs --bert_config_file and --init_checkpoint (an export of untrained "
                          "weights would serve random outputs)")
     pretrainer, has_mlm = load_pretrainer(bert_config_file, init_checkpoint)
+    positions = pretrainer.encoder.bert_config.max_position_embeddings
+    seq_length = seq_length or min(128, positions)  # the mlm kind's default length, within the model's
     check_fits(pretrainer.encoder.bert_config, vocab_file if kind == "mlm" else None,
-               (seq_length or 128) if kind == "mlm" else None, "seq_length",
+               seq_length if kind == "mlm" else None, "seq_length",
                do_lower_case=True if do_lower_case is None else do_lower_case)
     pretrainer = _in_dtype(pretrainer, dtype)
     if kind == "encoder":
@@ -172,7 +174,7 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
         raise ValueError(f"--init_checkpoint={init_checkpoint}: no masked-LM head (cls/predictions/*) in this "
                          "checkpoint; --kind=mlm needs a pretraining checkpoint (run_pretraining writes one)")
     preprocessor = Preprocessor(vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case,
-                                seq_length=seq_length or 128)
+                                seq_length=seq_length)
     if "[MASK]" not in preprocessor.tokenizer.vocab:
         raise ValueError(f"--vocab_file={vocab_file}: has no [MASK] token")
     return MaskedLMModule(pretrainer, preprocessor=preprocessor, top_k=top_k)

@@ -200,7 +200,10 @@ CASES = [
                                                     "--do_train", "--max_seq_length=600"], PAST),
     Case("ef-seq-past-positions", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--max_seq_length=600"], PAST),
     Case("ex-seq-past-positions", EX, ["--kind=classifier", "--model_dir={in}/grid_run", "--export_dir={out}/new/1",
-                                       "--seq_length=600"], PAST.replace("max_seq_length", "seq_length")),
+                                       "--seq_length=600"], r"--seq_length=600 is longer than the model's "
+         r"max_position_embeddings=512 \(the model in --model_dir=.*grid_run\); use at most 512"),
+    Case("swag-task-name-spelled-otherwise", SWAG, TUNE + ["--data_dir={in}/missing", "--output_dir={out}/new",
+                                                           "--do_train", "--task_name=SWAG"], "train.csv"),
     Case("rc-vocab-past-config", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
                                             "--vocab_file={in}/vocab_big.txt"],
          r"--vocab_file=.*vocab_big\.txt has 41 tokens but the model's vocab_size is 40 \(--bert_config_file\)"),
@@ -219,7 +222,7 @@ CASES = [
     # a case setting that contradicts the vocabulary: capitalised words would all be [UNK]
     Case("cpd-cased-flag-uncased-vocab", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
                                                      "--nodo_lower_case"], r"vocab\.txt: an uncased vocabulary "
-         r"\(lower-casing changes none of its tokens\) with --do_lower_case=false"),
+         r"\(lower-casing changes none of its tokens\) with do_lower_case off"),
     Case("rc-cased-flag-uncased-vocab", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train",
                                                    "--nodo_lower_case"], r"an uncased vocabulary"),
     # a flag for another mode or command, or a path of the wrong kind

@@ -205,16 +205,18 @@ def test_a_case_setting_that_contradicts_the_vocabulary_is_refused(vocab_file, t
     from bert_tf.tokenization import check_case
 
     check_case(vocab_file, True)
-    with pytest.raises(VocabError, match="an uncased vocabulary .* with --do_lower_case=false"):
+    with pytest.raises(VocabError, match="an uncased vocabulary .* with do_lower_case off"):
         check_case(vocab_file, False)
     cased = tmp_path / "vocab.txt"
     cased.write_text("\n".join(list(SPECIALS) + ["The", "the", "Paris", "##s", "a", "B", "é"]) + "\n")
     check_case(str(cased), False)
     with pytest.raises(VocabError, match=r"a cased vocabulary \(lower-casing changes 3 of its 7 tokens\) "
-                                         r"with --do_lower_case"):
+                                         r"with do_lower_case on"):
         check_case(str(cased), True)
-    digits = tmp_path / "digits.txt"  # no letters at all: nothing to judge
-    digits.write_text("\n".join(list(SPECIALS) + ["1", "2", "##3"]) + "\n")
+    digits = tmp_path / "digits.txt"  # a script without case and a stray lower-case word: nothing to judge
+    digits.write_text("\n".join(list(SPECIALS) + ["1", "2", "##3", "中", "文", "字", "##国", "人", "大", "小",
+                                                  "上", "下", "山", "水", "火", "木", "金", "土", "日", "月", "年",
+                                                  "the"]) + "\n")
     check_case(str(digits), False)
     check_case(str(digits), True)
 

@@ -33,12 +33,12 @@ def main(argv):
     from bert_tf.tasks.classification import run_classifier
     from bert_tf.tasks import DataError, get_task
 
-    if program() == "run_swag" and f.task_name != "swag":
-        fail(f"--task_name={f.task_name}: run_swag trains SWAG only; run_classifier trains the other tasks")
     try:
         strategy = strategy_from_flags(f)
         options = options_from_flags(f, FinetuneOptions)
         task = get_task(f.task_name)
+        if program() == "run_swag" and task is not get_task("swag"):
+            fail(f"--task_name={f.task_name}: run_swag trains SWAG only; run_classifier trains the other tasks")
         config = BertConfig.from_json_file(f.bert_config_file)
         results = run_classifier(task, config, f.vocab_file, f.output_dir, options, data_dir=f.data_dir,
                                  tfds_name=f.tfds_name, strategy=strategy)

@@ -310,8 +310,8 @@ def test_xnli_reads_the_originals_format(tmp_path):
 
 def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     """A run that only evaluates the model fine-tuned earlier in its output_dir writes that model's step (a
-    reloaded model carries no optimizer step); with no model there and no checkpoint given it refuses, as the
-    original's Estimator does, rather than write the figures of untrained weights."""
+    reloaded model carries no optimizer step); with no model there and no checkpoint given it refuses rather than
+    write the figures of untrained weights (which the original's Estimator writes after a line in its log)."""
     from bench.common import docstring_lines
 
     from bert_tf import BertConfig
