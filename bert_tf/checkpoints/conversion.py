@@ -4,6 +4,7 @@ files, and from Model Garden / TF Hub encoders; the input's format detected, the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -13,7 +14,7 @@ from bert_tf import fileio, staging
 from bert_tf.checkpoints.hf import is_hf_directory, load_hf, save_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_keras_hub
 from bert_tf.checkpoints.model_garden import is_model_garden, load_model_garden
-from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.checkpoints.names import CheckpointError, fewer_layers_allowed
 from bert_tf.checkpoints.original import load_original, save_original
 
 FORMATS = {"original": "original TF1 checkpoint", "keras": "Keras model", "hf": "HF transformers directory",
@@ -84,13 +85,14 @@ def _load_finetuned(path: str, model: str):
 
 
 def convert(input_path, output, input_format="auto", bert_config_file=None, model="encoder", vocab_file=None,
-            output_format_name="auto"):
+            output_format_name="auto", allow_fewer_layers=False):
     """Loads `input_path` (an original checkpoint, an HF directory, a keras-hub preset or .weights.h5, or a Model
     Garden encoder checkpoint or TF Hub SavedModel, or a fine-tuning output directory; `input_format` "auto" tells
     them apart by their files) and writes it in the format `output` names or `output_format_name` gives
     (`output_format`); returns (format, path written). `model`: the encoder, the pretrainer (with the MLM and NSP
-    heads) or a fine-tuned classifier (as a keras-hub BertTextClassifier). The library function behind
-    convert_checkpoint."""
+    heads) or a fine-tuned classifier (as a keras-hub BertTextClassifier). `allow_fewer_layers`: a
+    `bert_config_file` of fewer layers than the input takes its first ones (`names.fewer_layers_allowed`), where
+    otherwise the mismatch is refused. The library function behind convert_checkpoint."""
     fmt, target = output_format(output, output_format_name)
     if model not in MODELS:
         raise ValueError(f"--model={model}: expected one of {', '.join(MODELS)}")
@@ -142,18 +144,23 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
     if input_format in ("keras_hub", "model_garden") and model != "encoder":
         what = {"keras_hub": "a keras-hub BertBackbone", "model_garden": "a Model Garden encoder"}[input_format]
         raise CheckpointError(f"--model={model}: {what} has no pretraining heads; convert it with --model=encoder")
+    if allow_fewer_layers and not (input_format in ("original", "model_garden") and bert_config_file):
+        raise ValueError("--allow_fewer_layers takes the first layers of an original checkpoint or a Model Garden "
+                         "encoder into a --bert_config_file of fewer layers; give one (other inputs are read with "
+                         "their own config)")
     info = None
-    if input_format == "finetuned":
-        built, info = _load_finetuned(input_path, model)
-    elif input_format == "keras_hub":
-        built = load_keras_hub(input_path)
-    elif input_format == "model_garden":
-        built = load_model_garden(input_path, bert_config_file)
-    elif input_format == "hf":
-        built = load_hf(input_path, model=model)
-    else:
-        config = bert_config_file or os.path.join(source_dir, "bert_config.json")
-        built = load_original(input_path, config, model=model)
+    with fewer_layers_allowed() if allow_fewer_layers else contextlib.nullcontext():
+        if input_format == "finetuned":
+            built, info = _load_finetuned(input_path, model)
+        elif input_format == "keras_hub":
+            built = load_keras_hub(input_path)
+        elif input_format == "model_garden":
+            built = load_model_garden(input_path, bert_config_file)
+        elif input_format == "hf":
+            built = load_hf(input_path, model=model)
+        else:
+            config = bert_config_file or os.path.join(source_dir, "bert_config.json")
+            built = load_original(input_path, config, model=model)
     for vocab in (os.path.join(source_dir, "vocab.txt"), os.path.join(source_dir, "assets", "vocab.txt")):
         if vocab_file is None and fileio.isfile(vocab):  # a TF Hub SavedModel keeps its vocabulary as an asset
             vocab_file = vocab

@@ -8,6 +8,8 @@ checkpoint raises one `CheckpointError` naming the variable and leaves the model
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import re
 
@@ -184,13 +186,30 @@ def assign(slots: list[Slot], lookup, source: str, transpose_attr: str, name_of=
     return {"loaded": len(staged), "skipped": skipped}
 
 
+_FEWER_LAYERS = contextvars.ContextVar("fewer_layers", default=False)
+
+
+@contextlib.contextmanager
+def fewer_layers_allowed():
+    """Within it, a model takes the first layers of a deeper checkpoint (`check_depth` lets it through): the
+    explicit route to a shallower model initialised from a deeper one (`convert_checkpoint --allow_fewer_layers`)."""
+    token = _FEWER_LAYERS.set(True)
+    try:
+        yield
+    finally:
+        _FEWER_LAYERS.reset(token)
+
+
 def check_depth(model, layers: int, path: str) -> None:
-    """Refuses a checkpoint of `layers` encoder layers for a model of fewer: the layers past the model's would be
-    left out without a word (a model of more layers is refused by the variables it misses)."""
+    """Refuses a checkpoint of `layers` encoder layers for a model of fewer, unless in `fewer_layers_allowed`: the
+    layers past the model's would be left out without a word (a model of more layers is refused by the variables it
+    misses)."""
     config = getattr(model, "encoder", model).bert_config
-    if layers > config.num_hidden_layers:
+    if layers > config.num_hidden_layers and not _FEWER_LAYERS.get():
         raise CheckpointError(f"{path}: its encoder has {layers} layers, the model's config {config.num_hidden_layers}; "
-                              f"set num_hidden_layers to {layers} (the bert_config.json that came with the weights)")
+                              f"set num_hidden_layers to {layers} (the bert_config.json that came with the weights), "
+                              f"or to start from its first {config.num_hidden_layers} on purpose, make that "
+                              "checkpoint with convert_checkpoint --allow_fewer_layers")
 
 
 def check_fits(model, source: BertConfig, path: str, activation: bool = True) -> None:

@@ -35,6 +35,9 @@ flags.DEFINE_string("vocab_file", None, "vocab.txt to place beside a .ckpt or HF
 flags.DEFINE_enum("model", "encoder", list(checkpoints.conversion.MODELS), "pretrainer also converts the MLM and "
                   "NSP heads; classifier writes a run_classifier output directory as a keras-hub BertTextClassifier "
                   "preset with its preprocessor (--output_format=keras_hub).")
+flags.DEFINE_bool("allow_fewer_layers", False, "With a --bert_config_file of fewer layers than the input (an "
+                  "original checkpoint or Model Garden encoder): take its first layers, to initialise a shallower "
+                  "model from a deeper one on purpose. Without it such a pair is refused.")
 flags.mark_flags_as_required(["input", "output"])
 
 
@@ -43,7 +46,7 @@ def main(argv):
     f = flags.FLAGS
     try:
         fmt, out = checkpoints.convert(f.input, f.output, f.input_format, f.bert_config_file, f.model, f.vocab_file,
-                                       f.output_format)
+                                       f.output_format, allow_fewer_layers=f.allow_fewer_layers)
     except USER_ERRORS + (ValueError,) as e:
         fail(e)
     print(f"convert_checkpoint: wrote {out} ({checkpoints.FORMATS[fmt]})")

@@ -309,6 +309,21 @@ def test_weights_of_more_layers_than_the_model_are_refused(tiny_config, tmp_path
     minilm = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
     with pytest.raises(CheckpointError, match="its encoder has 6 layers, the model's config 1"):
         checkpoints.restore_weights(BertEncoder(dataclasses.replace(minilm, num_hidden_layers=1)), minilm_dir)
+    # on purpose: convert_checkpoint --allow_fewer_layers makes the shallower checkpoint, its first layer the deep one's
+    shallow.to_json_file(str(tmp_path / "shallow.json"))
+    with pytest.raises(CheckpointError, match="or to start from its first 1 on purpose, make that checkpoint with "
+                                              "convert_checkpoint --allow_fewer_layers"):
+        checkpoints.convert(prefix, str(tmp_path / "cut" / "bert_model.ckpt"), bert_config_file=str(
+            tmp_path / "shallow.json"))
+    checkpoints.convert(prefix, str(tmp_path / "cut" / "bert_model.ckpt"), bert_config_file=str(
+        tmp_path / "shallow.json"), allow_fewer_layers=True)
+    deep, cut = (tf.train.load_checkpoint(str(p)) for p in (prefix, tmp_path / "cut" / "bert_model.ckpt"))
+    names = [name for name, _ in tf.train.list_variables(str(tmp_path / "cut" / "bert_model.ckpt"))]
+    assert any("layer_0/" in name for name in names) and not any("layer_1/" in name for name in names)
+    for name in names:
+        np.testing.assert_array_equal(cut.get_tensor(name), deep.get_tensor(name), err_msg=name)
+    with pytest.raises(ValueError, match="--allow_fewer_layers takes the first layers of an original checkpoint"):
+        checkpoints.convert(minilm_dir, str(tmp_path / "hf_cut"), allow_fewer_layers=True)
 
 
 def test_bad_paths_are_clear(tiny_config, tmp_path):
