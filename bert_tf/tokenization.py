@@ -208,7 +208,8 @@ class FullTokenizer:
         try:
             return [self.inv_vocab[int(i)] for i in ids]
         except KeyError as e:
-            raise ValueError(f"id {e.args[0]} is outside the vocabulary of {len(self.vocab)} tokens") from None
+            raise ValueError(f"id {e.args[0]} has no token in the vocabulary (ids 0-{max(self.inv_vocab)}; a line "
+                             "that a later line repeats has none)") from None
 
 
 # ------------------------------------------------------------------------------------------------------ packing
