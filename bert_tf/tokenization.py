@@ -228,11 +228,12 @@ def pack_inputs(ids_a, ids_b=None, seq_length=128, cls_id=None, sep_id=None, pad
     """
     if cls_id is None or sep_id is None:
         cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-    a, b = list(ids_a), (list(ids_b) if ids_b is not None else None)
+    # An empty B is no B, as the original's `if tokens_b:` has it, before truncation and after it.
+    a, b = list(ids_a), (list(ids_b) if ids_b else None)
     truncate_pair(a, b, seq_length - (3 if b is not None else 2))
     ids = [cls_id] + a + [sep_id]
     types = [0] * len(ids)
-    if b is not None:
+    if b:
         ids += b + [sep_id]
         types += [1] * (len(b) + 1)
     pad = seq_length - len(ids)
@@ -520,8 +521,10 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
         la, lb = segments[0].row_lengths(), segments[1].row_lengths()
         n = tf.cast(budget, tf.int64)
         # The loop pops the longer side (ties: B), so the sides meet at ceil(n/2) for A and floor(n/2) for B unless
-        # one is already shorter than its share and is kept whole.
+        # one is already shorter than its share and is kept whole. A row whose B is empty packs A alone, with the
+        # one-segment budget, as the original's `if tokens_b:`.
         keep_a = tf.where(la + lb <= n, la, tf.where(la >= lb, n - tf.minimum(lb, n // 2), tf.minimum(la, n - n // 2)))
+        keep_a = tf.where(lb > 0, keep_a, tf.minimum(la, n + 1))
         keep_b = tf.minimum(lb, n - keep_a)
         keep = [keep_a, keep_b]
     keep = [tf.maximum(kept, 0) for kept in keep]
@@ -535,11 +538,14 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
         values = tf.concat([tf.cast(segment.values, tf.int64), tf.zeros([1], tf.int64)], axis=0)  # never empty
         last = tf.shape(values, out_type=tf.int64)[0] - 1
         flat = tf.where(inside, tf.cast(segment.row_starts(), tf.int64)[:, None] + offset, last)
+        # B and its [SEP] only where B kept a piece (truncation may empty it, and then the original leaves it out)
+        present = (kept > 0) if index else tf.ones_like(kept, tf.bool)
         word_ids = tf.where(inside, tf.gather(values, flat), word_ids)
-        word_ids = tf.where(offset == kept[:, None], tf.cast(sep_id, tf.int64), word_ids)
+        word_ids = tf.where((offset == kept[:, None]) & present[:, None], tf.cast(sep_id, tf.int64), word_ids)
         if index:
-            type_ids = tf.where((offset >= 0) & (offset <= kept[:, None]), tf.ones_like(type_ids), type_ids)
-        start = start + kept + 1
+            type_ids = tf.where((offset >= 0) & (offset <= kept[:, None]) & present[:, None], tf.ones_like(type_ids),
+                                type_ids)
+        start = start + tf.where(present, kept + 1, 0)
     mask = position < start[:, None]
     return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
             "input_type_ids": tf.cast(type_ids, tf.int32)}

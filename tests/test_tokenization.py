@@ -367,9 +367,31 @@ def test_truncation_is_longest_first_like_the_original():
             assert (a, b) == reference_truncate(range(la), range(100, 100 + lb), 9)
 
 
+def _original_packing(tokens_a, tokens_b, max_seq_length, cls_id=2, sep_id=3):
+    """The original run_classifier's `convert_single_example` on token ids: `if tokens_b:` decides, before and after
+    the pair truncation, whether B is packed; an empty B (or one truncation empties) leaves A alone."""
+    tokens_a = list(tokens_a)
+    tokens_b = list(tokens_b) if tokens_b is not None else None
+    if tokens_b:
+        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+    elif len(tokens_a) > max_seq_length - 2:
+        tokens_a = tokens_a[0:max_seq_length - 2]
+    ids, types = [cls_id] + tokens_a + [sep_id], [0] * (len(tokens_a) + 2)
+    if tokens_b:
+        ids, types = ids + tokens_b + [sep_id], types + [1] * (len(tokens_b) + 1)
+    pad = max_seq_length - len(ids)
+    return {"input_word_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad,
+            "input_type_ids": types + [0] * pad}
+
+
 def test_packing_python_and_graph_agree():
+    """Both packers against the original's rule, on rows whose B is often empty (a pair column with nothing in it
+    packs as one segment), at lengths where truncation empties B too."""
+    assert _original_packing([7, 8], [], 6)["input_word_ids"] == [2, 7, 8, 3, 0, 0]
+    assert _original_packing([7], [9], 4)["input_word_ids"] == [2, 7, 3, 0]  # B truncated away: no second [SEP]
     rng = np.random.default_rng(0)
-    for seq_length in (5, 8, 16):
+    for seq_length in (4, 5, 8, 16):
         rows_a = [list(rng.integers(10, 99, rng.integers(0, 14))) for _ in range(20)]
         rows_b = [list(rng.integers(10, 99, rng.integers(0, 14))) for _ in range(20)]
         for pair in (False, True):
@@ -383,6 +405,8 @@ def test_packing_python_and_graph_agree():
                 np.testing.assert_array_equal(as_tensor[key], values)
             for i in range(20):
                 py = pack_inputs(rows_a[i], rows_b[i] if pair else None, seq_length, cls_id=2, sep_id=3)
+                original = _original_packing(rows_a[i], rows_b[i] if pair else None, seq_length)
+                assert py == original, (seq_length, pair, i)
                 for key, values in py.items():
                     assert graph[key].numpy()[i].tolist() == values, (seq_length, pair, i, key)
     packed = pack_inputs([7, 8], [9], 7, vocab={"[CLS]": 2, "[SEP]": 3})
