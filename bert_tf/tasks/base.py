@@ -16,7 +16,10 @@ def open_text(path: str, newline: str | None = None) -> io.StringIO:
     """A UTF-8 text file as a file object (`newline` as for `open`; "" for the csv module), read whole first so
     that bytes that are not UTF-8 are one `DataError` naming the file, line and byte rather than a decoding error
     that names neither. A byte-order mark that editors on Windows put at the start is dropped: it is not text, and
-    left in it would glue itself to the first field (a `-DOCSTART-` line would become a sentence)."""
+    left in it would glue itself to the first field (a `-DOCSTART-` line would become a sentence). So is every
+    carriage return, as TensorFlow's text reading (`tf.io.gfile.GFile`, which the original's readers use) drops
+    them: CRLF line ends become LF, and a stray one inside a line joins its two sides instead of cutting the line
+    (which would shorten a field, or shift every later line's index)."""
     with fileio.open(path, "rb") as f:
         data = f.read()
     try:
@@ -26,7 +29,7 @@ def open_text(path: str, newline: str | None = None) -> io.StringIO:
         column = e.start - data.rfind(b"\n", 0, e.start)
         raise DataError(f"{path}:{line}: byte 0x{data[e.start]:02x} (column {column}) is not UTF-8; convert the file "
                         "to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-    return io.StringIO(text.removeprefix("\ufeff"), newline=newline)
+    return io.StringIO(text.removeprefix("\ufeff").replace("\r", ""), newline=newline)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,8 @@ import dataclasses
 import os
 import sys
 
+from absl import logging
+
 from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import DataError, Example, Task, open_text
@@ -24,14 +26,17 @@ class XnliTask(Task):
         csv.field_size_limit(sys.maxsize)
         if split == "train":
             path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
-            rows = self._rows(path)
+            rows, columns = self._rows(path), 3
             examples = [Example(f"train-{n}", row[0], row[1], self._label(row[2], path, n))
-                        for n, row in rows if len(row) >= 3]
+                        for n, row in rows if len(row) >= columns]
         else:
             path = os.path.join(data_dir, f"xnli.{split}.tsv")
-            rows = self._rows(path)
+            rows, columns = self._rows(path), 8
             examples = [Example(f"{split}-{n}", row[6], row[7], self._label(row[1], path, n))
-                        for n, row in rows if len(row) >= 8 and row[0] == self.language]
+                        for n, row in rows if len(row) >= columns and row[0] == self.language]
+        malformed = sum(len(row) < columns for _, row in rows)
+        if malformed:  # as the GLUE readers say it
+            logging.warning("%s: skipped %d malformed line(s) with too few columns", path, malformed)
         if not examples:
             raise DataError(f"{path}: no usable examples for language {self.language!r}")
         return examples

@@ -76,6 +76,20 @@ def test_bad_rows_are_counted_or_named(tmp_path, caplog):
         qqp.examples(str(tmp_path), "test")
     with pytest.raises(DataError, match="rte.*not found|not found.*rte"):
         get_task("rte").examples(str(tmp_path / "nowhere"), "train")
+    # a stray carriage return inside a line joins its two sides, as TensorFlow's GFile (the original's reader) reads
+    # it, instead of cutting the row short; CRLF line ends are plain ends
+    mrpc = tmp_path / "mrpc"
+    mrpc.mkdir()
+    (mrpc / "train.tsv").write_bytes(b"Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t5\t6\ta\tb\rc\r\n")
+    (example,) = get_task("mrpc").examples(str(mrpc), "train")
+    assert (example.text_a, example.text_b, example.label) == ("a", "bc", "1")
+    # XNLI counts its short rows as the GLUE readers do
+    (tmp_path / "xnli.dev.tsv").write_text("language\tgold_label\ta\tb\tc\td\tsentence1\tsentence2\n"
+                                           "zh\tentailment\t\t\t\t\tshort row\n"
+                                           "zh\tneutral\t\t\t\t\tA.\tB.\n")
+    caplog.clear()
+    (example,) = get_task("xnli").examples(str(tmp_path), "dev")
+    assert example.label == "neutral" and "xnli.dev.tsv: skipped 1 malformed line(s)" in caplog.text
     with pytest.raises(DataError, match="unknown task"):
         get_task("squadd")
 
