@@ -241,63 +241,74 @@ def _softmax(scores):
     return [e / sum(exps) for e in exps]
 
 
+def _best_indexes(logits, n):
+    """The `n` positions of the largest logits, a lower position first among equal ones (the original sorts its
+    (position, logit) pairs stably)."""
+    return sorted(range(len(logits)), key=lambda i: logits[i], reverse=True)[:n]
+
+
 def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_best_size=20, max_answer_length=30,
                 version_2=False, null_threshold=0.0, do_lower_case=True):
-    """(predictions, best non-null predictions, n-best lists, null odds): answer text per question id.
+    """(predictions, best non-null predictions, n-best lists, null odds): answer text per question id, as the
+    original's `write_predictions` makes them: logits as Python floats (sums in double precision), candidates in
+    window, start, end order and sorted stably (ties go to the earlier one), the null answer (the windows' lowest
+    [CLS] score) among the candidates before the n-best cut, and appended after it when it did not make it.
 
     `predictions` applies the v2.0 threshold (empty text when null - best non-null > `null_threshold`);
-    `best_non_null` does not, for the threshold search; `null_odds` holds null - best non-null per question.
+    `best_non_null` does not, for the threshold search; `null_odds` holds null - best non-null per question. Where
+    the original fails (v2.0 with no valid non-null span), the best non-null score is taken as -1e9.
     """
     by_example = collections.defaultdict(list)
     for index, feature in enumerate(features):
         by_example[feature.example_index].append(index)
     predictions, best_non_null, nbest_json, null_odds = {}, {}, {}, {}
     for example_index, example in enumerate(examples):
-        candidates, null_score = [], None
+        candidates, null = [], None  # (window or None for the null answer, start, end, start logit, end logit)
         for index in by_example[example_index]:
-            feature, starts, ends = features[index], start_logits[index], end_logits[index]
-            if version_2:
-                score = float(starts[0] + ends[0])
-                null_score = score if null_score is None else min(null_score, score)
-            top_starts = np.argsort(starts)[::-1][:n_best_size]
-            top_ends = np.argsort(ends)[::-1][:n_best_size]
-            for s in top_starts:
-                if s not in feature.token_to_word or not feature.max_context.get(s, False):
-                    continue
-                for e in top_ends:
-                    if e not in feature.token_to_word or e < s or e - s + 1 > max_answer_length:
+            feature = features[index]
+            starts, ends = [float(x) for x in start_logits[index]], [float(x) for x in end_logits[index]]
+            if version_2 and (null is None or starts[0] + ends[0] < null[3] + null[4]):
+                null = (None, 0, 0, starts[0], ends[0])
+            for s in _best_indexes(starts, n_best_size):
+                for e in _best_indexes(ends, n_best_size):
+                    if (s not in feature.token_to_word or e not in feature.token_to_word
+                            or not feature.max_context.get(s, False) or e < s or e - s + 1 > max_answer_length):
                         continue
-                    candidates.append((float(starts[s] + ends[e]), index, int(s), int(e)))
-        candidates.sort(reverse=True)
+                    candidates.append((index, s, e, starts[s], ends[e]))
+        if null is not None:
+            candidates.append(null)
+        candidates.sort(key=lambda c: c[3] + c[4], reverse=True)
         nbest, seen = [], set()
-        for score, index, s, e in candidates:
+        for index, s, e, start_logit, end_logit in candidates:
             if len(nbest) >= n_best_size:
                 break
-            feature = features[index]
-            pieces = tokenizer.convert_ids_to_tokens(feature.input_word_ids[s:e + 1])
-            piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
-            piece_text = " ".join(piece_text.strip().split())
-            words = example.doc_tokens[feature.token_to_word[s]:feature.token_to_word[e] + 1]
-            text = final_text(piece_text, " ".join(words), do_lower_case)
-            if text in seen:
-                continue
+            text = ""
+            if index is not None:
+                feature = features[index]
+                pieces = tokenizer.convert_ids_to_tokens(feature.input_word_ids[s:e + 1])
+                piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
+                piece_text = " ".join(piece_text.strip().split())
+                words = example.doc_tokens[feature.token_to_word[s]:feature.token_to_word[e] + 1]
+                text = final_text(piece_text, " ".join(words), do_lower_case)
+                if text in seen:
+                    continue
             seen.add(text)
-            nbest.append({"text": text, "score": score})
-        if version_2 and null_score is not None:
-            nbest.append({"text": "", "score": null_score})
+            nbest.append({"text": text, "start_logit": start_logit, "end_logit": end_logit})
+        if null is not None and "" not in seen:
+            nbest.append({"text": "", "start_logit": null[3], "end_logit": null[4]})
         if not nbest:
-            nbest = [{"text": "empty", "score": 0.0}]
-        nbest.sort(key=lambda item: item["score"], reverse=True)
-        for item, probability in zip(nbest, _softmax([item["score"] for item in nbest])):
+            nbest = [{"text": "empty", "start_logit": 0.0, "end_logit": 0.0}]
+        for item, probability in zip(nbest, _softmax([i["start_logit"] + i["end_logit"] for i in nbest])):
             item["probability"] = probability
         non_null = next((item for item in nbest if item["text"]), None)
         best_non_null[example.qas_id] = non_null["text"] if non_null else ""
         if version_2:
-            diff = null_score - (non_null["score"] if non_null else -1e9)
+            null_score = null[3] + null[4]
+            diff = null_score - non_null["start_logit"] - non_null["end_logit"] if non_null else null_score + 1e9
             null_odds[example.qas_id] = diff
             predictions[example.qas_id] = "" if diff > null_threshold else best_non_null[example.qas_id]
         else:
             predictions[example.qas_id] = nbest[0]["text"]
-        nbest_json[example.qas_id] = [{"text": i["text"], "probability": i["probability"], "start_logit_plus_end":
-                                       i["score"]} for i in nbest]
+        nbest_json[example.qas_id] = [{key: item[key] for key in ("text", "probability", "start_logit", "end_logit")}
+                                      for item in nbest]
     return predictions, best_non_null, nbest_json, null_odds

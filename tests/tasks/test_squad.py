@@ -6,6 +6,7 @@ import json
 import os
 import random
 
+import numpy as np
 import pytest
 
 from bert_tf.tasks import DataError, squad, squad_eval
@@ -85,6 +86,48 @@ def test_windows_max_context_and_the_answer_span(minilm_dir, tmp_path):
                                                                         feature.end_position + 1])
         assert pieces == tokenizer.tokenize("1856")  # the improved span: inside "(1856-1943)."
     assert any(f.start_position == 0 for f in features)  # windows without the answer point at [CLS]
+
+
+def test_answers_from_logits_follow_the_originals_write_predictions(minilm_dir):
+    """Equal scores go to the earlier candidate (the original sorts stably: lower positions, then earlier spans),
+    the SQuAD 2.0 null answer competes for the n-best places, and scores are summed in double precision, so a null
+    odd of a few 1e-7 still decides as the original decides. Expected values are worked out from those rules."""
+    import math
+
+    from bert_tf.tokenization import FullTokenizer
+
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    tokenizer = FullTokenizer(vocab)
+    data = [{"title": "t", "paragraphs": [{"context": "Paris or London.", "qas": [
+        {"id": "q", "question": "who?", "answers": [], "is_impossible": True}]}]}]
+    examples = squad.parse_examples(data, False, True, "t")
+    features, _ = squad.window_features(examples, vocab, max_seq_length=16, doc_stride=8, max_query_length=4)
+    (feature,) = features
+    paris, london = (next(i for i, w in feature.token_to_word.items() if w == k) for k in (0, 2))
+
+    def logits(**at):
+        start, end = np.zeros((1, 16), np.float32), np.zeros((1, 16), np.float32)
+        for position, (s, e) in at.items():
+            start[0, int(position[1:])], end[0, int(position[1:])] = s, e
+        return start, end
+
+    start, end = logits(**{f"p{paris}": (5, 5), f"p{london}": (5, 5)})
+    predictions, _, nbest, _ = squad.postprocess(examples, features, start, end, tokenizer, n_best_size=3)
+    assert predictions["q"] == "Paris" and [i["text"] for i in nbest["q"]] == ["Paris", "Paris or London", "London"]
+
+    start, end = logits(p0=(3, 3), **{f"p{paris}": (2.5, 2.5), f"p{london}": (2, 2)})
+    _, _, nbest, _ = squad.postprocess(examples, features, start, end, tokenizer, n_best_size=3, version_2=True)
+    scores = [6.0, 5.0, 4.5]  # null, Paris, Paris or London; London (4.0) is past the cut
+    total = sum(math.exp(x - 6.0) for x in scores)
+    assert [i["text"] for i in nbest["q"]] == ["", "Paris", "Paris or London"]
+    assert [i["probability"] for i in nbest["q"]] == [math.exp(x - 6.0) / total for x in scores]
+    assert set(nbest["q"][0]) == {"text", "probability", "start_logit", "end_logit"}  # the original's fields
+
+    start, end = logits(p0=(7.3, 3.1), **{f"p{paris}": (5.7, 4.7)})
+    predictions, _, _, odds = squad.postprocess(examples, features, start, end, tokenizer, version_2=True)
+    f32 = [float(np.float32(x)) for x in (7.3, 3.1, 5.7, 4.7)]
+    assert odds["q"] == f32[0] + f32[1] - f32[2] - f32[3] > 0  # 4.8e-7; in float32 the sums tie
+    assert predictions["q"] == ""
 
 
 def test_final_text_keeps_the_original_case_and_drops_extra_characters():
