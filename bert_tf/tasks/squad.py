@@ -269,8 +269,9 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
             starts, ends = [float(x) for x in start_logits[index]], [float(x) for x in end_logits[index]]
             if version_2 and (null is None or starts[0] + ends[0] < null[3] + null[4]):
                 null = (None, 0, 0, starts[0], ends[0])
+            top_ends = _best_indexes(ends, n_best_size)
             for s in _best_indexes(starts, n_best_size):
-                for e in _best_indexes(ends, n_best_size):
+                for e in top_ends:
                     if (s not in feature.token_to_word or e not in feature.token_to_word
                             or not feature.max_context.get(s, False) or e < s or e - s + 1 > max_answer_length):
                         continue
