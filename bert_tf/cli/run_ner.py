@@ -5,7 +5,8 @@ r"""Fine-tune BERT for named-entity recognition on CoNLL-2003-style files (paper
       --init_checkpoint=cased_L-12_H-768_A-12/bert_model.ckpt --do_train --do_eval --do_predict \
       --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3 --output_dir=runs/ner
 
---data_dir holds train.txt, valid.txt and test.txt (`word ... tag` per line, blank line between sentences).
+--data_dir holds train.txt, valid.txt and test.txt (`word ... tag` per line, blank line between sentences,
+-DOCSTART- before each document).
 """
 
 from absl import flags
@@ -22,8 +23,11 @@ flags.DEFINE_string("feature_based", None, "Train the paper's feature-based prob
                     "BERT frozen, this combination of its layers (e.g. concat_last_four, weighted_sum_all; a wrong "
                     "name lists them all), a two-layer BiLSTM, a classifier.")
 flags.DEFINE_integer("lstm_units", 768, "With --feature_based: each BiLSTM layer's width per direction.")
-flags.DEFINE_integer("doc_stride", None, "Step between the windows of a sentence longer than max_seq_length - 2 "
-                     "word pieces (default: half a window; without --do_train: the model's).")
+flags.DEFINE_integer("doc_stride", None, "Step between the windows of a sentence (or document) longer than "
+                     "max_seq_length - 2 word pieces (default: half a window; without --do_train: the model's).")
+flags.DEFINE_bool("document_context", None, "Encode each sentence with the words around it in its document, as the "
+                  "paper (documents start at -DOCSTART- lines). Default: where the files mark documents (without "
+                  "--do_train: as the model was trained); true: refuse files that mark none; false: sentences alone.")
 define_finetuning_flags(dev="valid.txt")
 flags.adopt_module_key_flags(cli)  # list the shared flags in --helpshort too
 

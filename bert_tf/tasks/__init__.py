@@ -71,7 +71,8 @@ for _language in xnli.LANGUAGES:
                            language=_language), classification.FAMILY)
 register(xnli.XnliTask("xnli", labels=("contradiction", "entailment", "neutral"), language="zh"),  # the original's
          classification.FAMILY)
-register(ner.NerTask("conll2003", metric_names=("precision", "recall", "f1"), main_metric="f1"), tagging.FAMILY)
+register(ner.NerTask("conll2003", metric_names=("precision", "recall", "f1", "accuracy"), main_metric="f1"),
+         tagging.FAMILY)
 register(swag.SwagTask("swag", labels=("0", "1", "2", "3")), multiple_choice.FAMILY)
 register(Task("squad", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")), span_qa.FAMILY)
 register(Task("squad2", metric_names=("exact", "f1"), main_metric="f1", splits=("train", "dev")), span_qa.FAMILY)

@@ -80,15 +80,28 @@ def entities(tags) -> set[tuple[str, int, int]]:
     return found
 
 
-def entity_scores(predicted, gold) -> dict[str, float]:
-    """Micro precision, recall and F1 over entities, for lists of tag sequences (one per sentence)."""
-    correct = predicted_count = gold_count = 0
-    for p, g in zip(predicted, gold):
-        p_entities, g_entities = entities(p), entities(g)
-        correct += len(p_entities & g_entities)
-        predicted_count += len(p_entities)
-        gold_count += len(g_entities)
-    precision = correct / predicted_count if predicted_count else 0.0
-    recall = correct / gold_count if gold_count else 0.0
+def _precision_recall_f1(correct: int, predicted: int, gold: int) -> dict[str, float]:
+    precision = correct / predicted if predicted else 0.0
+    recall = correct / gold if gold else 0.0
     f1_value = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1_value}
+
+
+def entity_report(predicted, gold) -> dict[str, dict[str, float]]:
+    """What conlleval reports for lists of tag sequences (one per sentence): under "all", the micro precision, recall and F1 over entities and the accuracy
+    over tokens (every tag, O included); under each entity type, its precision, recall and F1 and how many
+    entities of it the gold tags hold (`gold`)."""
+    counts: dict[str, list[int]] = {}  # type -> [correct, predicted, gold]
+    tokens = right = 0
+    for p, g in zip(predicted, gold):
+        p_entities, g_entities = entities(p), entities(g)
+        for index, found in ((0, p_entities & g_entities), (1, p_entities), (2, g_entities)):
+            for kind, _, _ in found:
+                counts.setdefault(kind, [0, 0, 0])[index] += 1
+        tokens += len(g)
+        right += sum(a == b for a, b in zip(p, g))
+    total = [sum(c[i] for c in counts.values()) for i in range(3)]
+    report = {"all": {**_precision_recall_f1(*total), "accuracy": right / tokens if tokens else 0.0}}
+    for kind in sorted(counts):
+        report[kind] = {**_precision_recall_f1(*counts[kind]), "gold": counts[kind][2]}
+    return report

@@ -2,14 +2,14 @@
 word's tag. `run_ner` (training and prediction) and the exported `TaggerModule` both call `tag_windows`, so an
 export tags a sentence exactly as `run_ner` does.
 
-A sentence's pieces are cut into windows of `seq_length - 2` pieces every `doc_stride` pieces (`windows.plan`,
+A row's pieces (a sentence's, or a document's) are cut into windows of `seq_length - 2` pieces every `doc_stride` pieces (`windows.plan`,
 the original run_squad's rule); a word's tag is read at its first piece, in the window that gives that piece the
 most context (`windows.max_context`). In training every window is an example: a word's tag sits on its first piece
 (weight 1) wherever that piece falls; the other pieces have weight 0 or, with `label_all_subtokens`, carry the
 word's tag with B- made I-.
 
-`SentenceEncoder` runs it on `run_ner`'s sentences (words already split, as in CoNLL files); the export runs it on
-the words its tokenizer splits raw text into.
+`SentenceEncoder` runs it on `run_ner`'s sentences (words already split, as in CoNLL files), a sentence or a whole
+document a row; the export runs it on the words its tokenizer splits raw text into.
 """
 
 from __future__ import annotations
@@ -133,19 +133,34 @@ class SentenceEncoder:
 
         self._encode = encode
 
-    def __call__(self, sentences) -> Encoded:
+    def __call__(self, sentences, document_context: bool = False) -> Encoded:
+        """With `document_context`, consecutive sentences of one document (`ner.Sentence.document`, where marked)
+        are encoded as one row, so that every window is filled with the words around it (paper section 5.3: "the
+        maximal document context provided by the data"); each word's tag is still read once, from the window that
+        gives it the most context. The result's `read` is per sentence either way."""
+        rows: list[list] = []
+        for sentence in sentences:
+            if (document_context and rows and sentence.document is not None
+                    and rows[-1][-1].document == sentence.document):
+                rows[-1].append(sentence)
+            else:
+                rows.append([sentence])
         keys = ("input_word_ids", "input_mask", "input_type_ids", "labels", "weights")
         parts, read, offset = {k: [] for k in keys}, [], 0
-        for begin in range(0, len(sentences), self.chunk):
-            part = sentences[begin:begin + self.chunk]
-            out = self._encode(tf.constant([w for s in part for w in s.words], tf.string),
-                               tf.constant([len(s.words) for s in part], tf.int64),
-                               tf.constant([self.tags.get(t, 0) for s in part
+        for begin in range(0, len(rows), self.chunk):
+            part = rows[begin:begin + self.chunk]
+            out = self._encode(tf.constant([w for row in part for s in row for w in s.words], tf.string),
+                               tf.constant([sum(len(s.words) for s in row) for row in part], tf.int64),
+                               tf.constant([self.tags.get(t, 0) for row in part for s in row
                                             for t in (s.tags or ["O"] * len(s.words))], tf.int64))
             for key in keys:
                 parts[key].append(out[key].numpy())
-            windows_, positions = out["read_window"].to_list(), out["read_position"].to_list()
-            read += [(np.asarray(w, np.int64) + offset, np.asarray(p, np.int64)) for w, p in zip(windows_, positions)]
+            for row, row_windows, row_positions in zip(part, out["read_window"].to_list(),
+                                                       out["read_position"].to_list()):
+                row_windows = np.asarray(row_windows, np.int64) + offset
+                row_positions = np.asarray(row_positions, np.int64)
+                cuts = np.cumsum([len(s.words) for s in row])[:-1]
+                read += list(zip(np.split(row_windows, cuts), np.split(row_positions, cuts)))
             offset += len(out["example"])
         arrays = {k: np.concatenate(v) for k, v in parts.items()}
         inputs = {k: arrays[k] for k in keys[:3]}

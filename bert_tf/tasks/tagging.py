@@ -51,11 +51,14 @@ FAMILY = Tagging()
 @dataclasses.dataclass(frozen=True)
 class NerOptions(finetuning.FinetuneOptions):
     """`run_ner`'s settings: `label_all_subtokens` trains every word piece on its word's tag (default: the first
-    piece only, the others ignored, as the paper); `doc_stride` is the step between the windows of a sentence longer
-    than `max_seq_length - 2` pieces (default: half a window)."""
+    piece only, the others ignored, as the paper); `doc_stride` is the step between the windows of a row longer
+    than `max_seq_length - 2` pieces (default: half a window); `document_context` encodes each document of the data
+    as one row, every sentence with the words around it, as the paper (None: where the data marks documents, or
+    without training as the model was trained; True: refuse data that marks none; False: each sentence alone)."""
 
     label_all_subtokens: bool = False
     doc_stride: int | None = None
+    document_context: bool | None = None
     feature_based: str | None = None  # a FeatureCombination: the paper's probe on frozen features (Table 7)
     lstm_units: int = 768
 
@@ -82,8 +85,10 @@ class NerOptions(finetuning.FinetuneOptions):
 
 def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_dir: str | None, strategy=None,
             tfds_name: str | None = None) -> dict:
-    """Fine-tunes a token tagger on CoNLL-2003-style files; writes `eval_results.txt` (entity-level precision,
-    recall, F1 on valid.txt) and `test_predictions.txt` (`word gold predicted` per line). Returns the figures."""
+    """Fine-tunes a token tagger on CoNLL-2003-style files; writes `eval_results.txt` (on valid.txt, what conlleval
+    reports: entity-level precision, recall and F1, token accuracy, and each entity type's figures),
+    `test_predictions.txt` (`word gold predicted` per line) and, where test.txt has tags, `test_results.txt` (its
+    figures as for valid.txt). Returns the overall figures."""
     from bert_tf.tasks import get_task
 
     strategy = strategy or tf.distribute.get_strategy()
@@ -92,15 +97,28 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     task = get_task("conll2003")
     train = task.sentences(data_dir, "train", tfds_name) if options.do_train else None
     stride = options.stride
+    documents = options.document_context
     if train is not None:
         tags = ner.tag_set(train)
     elif (info := task_info.read(output_dir)) is not None:
         tags = list(info.labels)
         stride = options.doc_stride or info.doc_stride or stride
+        if documents is None:  # as trained; until task.json version 4, taggers were trained on sentences alone
+            documents = info.document_context if info.version >= 4 else False
     else:
         raise DataError(f"{output_dir}: no fine-tuned tagger here (task.json); train one with --do_train")
-    encode = tag_features.SentenceEncoder(vocab_file, options.do_lower_case, tags, options.max_seq_length, stride,
-                                          options.label_all_subtokens)
+    documents = documents is not False  # None: wherever the data marks documents
+    encoder = tag_features.SentenceEncoder(vocab_file, options.do_lower_case, tags, options.max_seq_length, stride,
+                                           options.label_all_subtokens)
+
+    def encode(sentences, split):
+        where = f"--tfds_name={tfds_name} ({split})" if tfds_name else os.path.join(data_dir, ner.FILES[split])
+        if options.document_context and not ner.marks_documents(sentences):
+            raise DataError(f"--document_context: {where} marks no documents (no -DOCSTART- line; TFDS's conll2003 "
+                            "drops them), so every sentence would be encoded alone; give the CoNLL files, or "
+                            "--nodocument_context")
+        return encoder(sentences, document_context=documents)
+
     splits = {"dev": options.do_eval, "test": options.do_predict}
     data = {}
     for split, wanted in splits.items():
@@ -108,7 +126,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
             sentences = task.sentences(data_dir, split, tfds_name)
             where = f"{tfds_name}:{split}" if tfds_name else os.path.join(data_dir, ner.FILES[split])
             ner.check_tags([s for s in sentences if s.tags], tags, where)
-            data[split] = (sentences, encode(sentences))
+            data[split] = (sentences, encode(sentences, split))
     fileio.makedirs(output_dir)
     results: dict = {}
 
@@ -125,7 +143,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
                                        feature_based=options.feature_based, lstm_units=options.lstm_units)
     grid = None
     if options.do_train:
-        encoded = encode(train)
+        encoded = encode(train, "train")
         grid = finetuning.grid_search(
             options, output_dir,
             lambda cell, directory: finetuning.fit(build, encoded.inputs, {"logits": encoded.labels}, options, cell,
@@ -135,15 +153,17 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
         model = grid.model
         finetuning.save(grid, tagged, config, vocab_file, output_dir, options,
                         label_all_subtokens=options.label_all_subtokens, doc_stride=stride,
+                        document_context=documents and ner.marks_documents(train),
                         feature_based=options.feature_based,
                         lstm_units=options.lstm_units if options.feature_based else None)
     else:
         model = finetuning.existing_model(output_dir, build, options)
+    step = finetuning.global_step(grid, output_dir)
     if options.do_eval:
-        results["dev"] = evaluate(model)
-        write_results(os.path.join(output_dir, "eval_results.txt"),
-                      {**{f"eval_{k}": v for k, v in results["dev"].items()},
-                       **finetuning.global_step(grid, output_dir)})
+        report = task.report(predict(model, "dev"), [s.tags for s in data["dev"][0]])
+        results["dev"] = {k: report[k] for k in task.metric_names}
+        write_results(os.path.join(output_dir, "eval_results.txt"), {**{f"eval_{k}": v for k, v in report.items()},
+                                                                     **step})
     if options.do_predict:
         sentences = data["test"][0]
         predicted = predict(model, "test")
@@ -153,7 +173,10 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
                                                           tags_out)] + [""]
         write_lines(os.path.join(output_dir, "test_predictions.txt"), lines)
         if all(s.tags for s in sentences):
-            results["test"] = task.metrics(predicted, [s.tags for s in sentences])
+            report = task.report(predicted, [s.tags for s in sentences])
+            results["test"] = {k: report[k] for k in task.metric_names}
+            write_results(os.path.join(output_dir, "test_results.txt"),
+                          {**{f"test_{k}": v for k, v in report.items()}, **step})
     return results
 
 

@@ -16,7 +16,7 @@ from bert_tf import fileio
 from bert_tf.tasks.base import DataError
 
 FILE = "task.json"
-VERSION = 3  # 2: train_batch_size; 3: bilstm_head, feature_based, lstm_units
+VERSION = 4  # 2: train_batch_size; 3: bilstm_head, feature_based, lstm_units; 4: document_context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +46,10 @@ class TaskInfo:
     version_2_with_negative: bool | None = None
     null_score_diff_threshold: float | None = None
     bilstm_head: bool | None = None  # True: trained with run_squad --bilstm_head
-    # tagging: whether every word piece was trained on its word's tag; the probe on frozen features, if one
+    # tagging: whether every word piece was trained on its word's tag, and each sentence in its document's context;
+    # the probe on frozen features, if one
     label_all_subtokens: bool | None = None
+    document_context: bool | None = None
     feature_based: str | None = None
     lstm_units: int | None = None
     version: int = VERSION

@@ -1,5 +1,6 @@
-"""seqeval's entity-level precision, recall and F1 on 500 random tag sequences: the golden values that
-tests/tasks/test_ner.py holds `bert_tf.tasks.metrics.entity_scores` equal to, in seqeval_scores.json.
+"""seqeval's entity-level precision, recall and F1 (overall and per entity type, with each type's support) and its
+token accuracy on 500 random tag sequences: the golden values that tests/tasks/test_ner.py holds
+`bert_tf.tasks.metrics.entity_report` equal to, in seqeval_scores.json.
 
 seqeval (the common Python port of conlleval's chunk rules) is not installed with the tests: it pulls scikit-learn,
 whose import Keras then adds to every TensorFlow start-up. To regenerate the values:
@@ -28,15 +29,22 @@ def cases(count=500, seed=0):
 def main():
     from importlib.metadata import version
 
-    from seqeval.metrics import f1_score, precision_score, recall_score
+    from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
+
+    def by_type(gold, predicted):
+        report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+        return {kind: {"precision": r["precision"], "recall": r["recall"], "f1": r["f1-score"],
+                       "gold": int(r["support"])}
+                for kind, r in report.items() if not kind.endswith(" avg")}
 
     scores = [{"precision": precision_score(gold, predicted, zero_division=0),
                "recall": recall_score(gold, predicted, zero_division=0),
-               "f1": f1_score(gold, predicted, zero_division=0)} for gold, predicted in cases()]
-    with open(PATH, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"seqeval": version("seqeval"), "scores": scores}, separators=(",", ": "))
-                .replace('{"precision"', '\n{"precision"') + "\n")
-
+               "f1": f1_score(gold, predicted, zero_division=0),
+               "accuracy": accuracy_score(gold, predicted),
+               "by_type": by_type(gold, predicted)} for gold, predicted in cases()]
+    with open(PATH, "w", encoding="utf-8") as f:  # one case a line
+        f.write(f'{{"seqeval": "{version("seqeval")}", "scores": [\n'
+                + ",\n".join(json.dumps(score, separators=(",", ": ")) for score in scores) + "\n]}\n")
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,9 @@ from tests import forking
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_entity_scores_equal_seqeval_on_random_tag_sequences():
-    """seqeval's scores of 500 random cases, from tests/reference/seqeval_scores.py (which says how to rerun it)."""
+def test_entity_report_equals_seqeval_on_random_tag_sequences():
+    """seqeval's scores of 500 random cases (overall, per type, token accuracy), from
+    tests/reference/seqeval_scores.py (which says how to rerun it)."""
     import json
 
     from tests.reference import seqeval_scores
@@ -27,9 +28,12 @@ def test_entity_scores_equal_seqeval_on_random_tag_sequences():
     cases = seqeval_scores.cases()
     assert len(cases) == len(golden["scores"]) == 500
     for (gold, predicted), want in zip(cases, golden["scores"]):
-        ours = metrics.entity_scores(predicted, gold)
-        for name in ("precision", "recall", "f1"):
-            assert ours[name] == pytest.approx(want[name], abs=1e-12), (gold, predicted, name)
+        ours = metrics.entity_report(predicted, gold)
+        for name in ("precision", "recall", "f1", "accuracy"):
+            assert ours["all"][name] == pytest.approx(want[name], abs=1e-12), (gold, predicted, name)
+        assert set(ours) - {"all"} == set(want["by_type"]), (gold, predicted)
+        for kind, figures in want["by_type"].items():
+            assert ours[kind] == pytest.approx(figures, abs=1e-12), (gold, predicted, kind)
     assert metrics.entities(["B-PER", "I-PER", "O", "I-LOC", "I-LOC", "B-LOC"]) == {("PER", 0, 1), ("LOC", 3, 4),
                                                                                    ("LOC", 5, 5)}
 
@@ -40,6 +44,12 @@ def test_conll_reading_and_errors(tmp_path):
     sentences = ner.read_sentences(str(path))
     assert [(s.words, s.tags) for s in sentences] == [(["EU", "rejects"], ["B-ORG", "O"]), (["Peter"], ["B-PER"])]
     assert ner.tag_set(sentences) == ["O", "B-ORG", "B-PER"]
+    assert [s.document for s in sentences] == [0, 0]
+    (tmp_path / "docs.txt").write_text("A O\n\n-DOCSTART- O\nB O\n\nC O\n-DOCSTART- O\n-DOCSTART- O\n\nD O\n")
+    assert [(s.words, s.document) for s in ner.read_sentences(str(tmp_path / "docs.txt"))] == [
+        (["A"], 0), (["B"], 1), (["C"], 1), (["D"], 2)]  # an empty document is no document
+    (tmp_path / "plain.txt").write_text("A O\n\nB O\n")
+    assert [s.document for s in ner.read_sentences(str(tmp_path / "plain.txt"))] == [None, None]
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # a byte-order mark before -DOCSTART- (Windows editors)
     assert [(s.words, s.tags, s.line) for s in ner.read_sentences(str(path))] == [
         (s.words, s.tags, s.line) for s in sentences]
@@ -135,6 +145,41 @@ def test_sentence_encoder_tokenizes_words_as_the_tokenizer_does(minilm_dir):
     assert list(ids[0, 1:15]) == flat[:14] and encoded.labels[0, 2:].sum() == 0
 
 
+def test_document_context_encodes_each_document_as_one_row(minilm_dir):
+    """With document context, a document's sentences are windowed as one row (the same windows, labels and reads
+    as the merged sentence), each sentence reading its own words; unmarked sentences stay alone."""
+    from bert_tf.tasks.tag_features import SentenceEncoder
+
+    def sentence(words, document):
+        return ner.Sentence(words.split(), ["B-PER"] + ["O"] * (len(words.split()) - 1), 1, document)
+
+    document = [sentence("Alice met the visiting delegation", 0), sentence("She spoke", 0),
+                sentence("Bob listened carefully to every word of it", 0)]
+    rest = [sentence("Carol left early", 1), sentence("David stayed", None), sentence("Eve too", None)]
+    encoder = SentenceEncoder(os.path.join(minilm_dir, "vocab.txt"), True, ["O", "B-PER"], 8, doc_stride=3)
+    together = encoder(document + rest, document_context=True)
+    merged = ner.Sentence([w for s in document for w in s.words], [t for s in document for t in s.tags], 1, 0)
+    want = encoder([merged] + rest)
+    for key in want.inputs:
+        np.testing.assert_array_equal(together.inputs[key], want.inputs[key])
+    np.testing.assert_array_equal(together.labels, want.labels)
+    np.testing.assert_array_equal(together.weights, want.weights)
+    assert len(together.read) == len(document + rest)
+    joined = [np.concatenate([together.read[k][i] for k in range(3)]) for i in (0, 1)]
+    np.testing.assert_array_equal(joined[0], want.read[0][0])
+    np.testing.assert_array_equal(joined[1], want.read[0][1])
+    for k in range(3, 6):
+        np.testing.assert_array_equal(together.read[k][0], want.read[k - 2][0])
+    # "She" is read from a window that also holds words of the sentences around it
+    with open(os.path.join(minilm_dir, "vocab.txt"), encoding="utf-8") as f:
+        vocab = f.read().split("\n")
+    window = [vocab[i] for i in together.inputs["input_word_ids"][together.read[1][0][0]]]
+    assert "she" in window and {"the", "visiting", "bob", "listened"} & set(window), window
+    alone = encoder(document + rest)  # sentence by sentence
+    assert [vocab[i] for i in alone.inputs["input_word_ids"][alone.read[1][0][0]]][:4] == ["[CLS]", "she", "spoke",
+                                                                                           "[SEP]"]
+
+
 def _corpus(directory, seed):
     from bench.common import docstring_lines
 
@@ -167,6 +212,9 @@ def _corpus(directory, seed):
 
 
 def test_run_ner_cli_tags_entities(minilm_dir, tmp_path):
+    """Trained in document context (the files mark documents); conlleval's figures, per type too, for dev and test."""
+    import json
+
     data = _corpus(tmp_path / "conll", 0)
     out = forking.python(["-m", "bert_tf.cli.run_ner", f"--data_dir={data}",
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
@@ -178,6 +226,14 @@ def test_run_ner_cli_tags_entities(minilm_dir, tmp_path):
     results = dict(line.split(" = ") for line in (tmp_path / "out" / "eval_results.txt").read_text().splitlines())
     print(f"CoNLL-format task: dev entity F1 {float(results['eval_f1']):.3f}")
     assert float(results["eval_f1"]) > 0.8
+    dev = ner.read_sentences(str(data / "valid.txt"))
+    assert int(results["eval_PER_gold"]) + int(results["eval_LOC_gold"]) == sum(
+        len(metrics.entities(s.tags)) for s in dev)
+    assert 0.8 < float(results["eval_accuracy"]) <= 1 and float(results["eval_PER_f1"]) > 0.5
+    test = dict(line.split(" = ") for line in (tmp_path / "out" / "test_results.txt").read_text().splitlines())
+    assert {"test_f1", "test_accuracy", "test_LOC_recall", "global_step"} <= set(test)
+    assert f"run_ner: test: accuracy {float(test['test_accuracy']):.4f}" in out.stdout
+    assert json.loads((tmp_path / "out" / "task.json").read_text())["document_context"] is True
     predictions = (tmp_path / "out" / "test_predictions.txt").read_text().split("\n\n")
     gold_words = [s.words for s in ner.read_sentences(str(data / "test.txt"))]
     assert [[line.split()[0] for line in block.splitlines()] for block in predictions if block.strip()] == gold_words
@@ -197,9 +253,10 @@ def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
     import tensorflow as tf
 
     def conll(self, split, **kwargs):  # aligned tokens and tags (the generic mock draws their lengths apart)
+        assert split in ("train", "dev", "test"), split  # the conll2003 builder's split names
         rng = random.Random(split)
         rows = [[rng.choice(["Paris", "is", "big", "Bob", "runs"]) for _ in range(rng.randrange(2, 9))]
-                for _ in range(12)]
+                for _ in range(12)] + [[]]  # the builder ends every file with an empty example
         return tf.data.Dataset.from_generator(
             lambda: ({"tokens": r, "ner": [1 if w in ("Bob", "Paris") else 0 for w in r], "pos": [0] * len(r),
                       "chunks": [0] * len(r)} for r in rows),
@@ -208,9 +265,15 @@ def test_tfds_sources_for_squad_and_conll(minilm_dir, tmp_path):
 
     with tfds.testing.mock_data(num_examples=12, as_dataset_fn=conll):
         ner_results = run_ner(config, vocab, str(tmp_path / "ner"), NerOptions(
-            do_train=True, do_eval=True, max_seq_length=24, train_batch_sizes=4, num_train_epochs=1), None,
-            tfds_name="conll2003")
-        assert set(ner_results["dev"]) == {"precision", "recall", "f1"}
+            do_train=True, do_eval=True, do_predict=True, max_seq_length=24, train_batch_sizes=4,
+            num_train_epochs=1), None, tfds_name="conll2003")
+        assert set(ner_results["dev"]) == set(ner_results["test"]) == {"precision", "recall", "f1", "accuracy"}
+        blocks = (tmp_path / "ner" / "test_predictions.txt").read_text().split("\n\n")
+        assert len([b for b in blocks if b.strip()]) == 12 and all(b.strip() for b in blocks[:-1])
+        with pytest.raises(DataError, match=r"--document_context: --tfds_name=conll2003 \(train\) marks no docum"):
+            run_ner(config, vocab, str(tmp_path / "ner2"), NerOptions(
+                do_train=True, max_seq_length=24, train_batch_sizes=4, document_context=True), None,
+                tfds_name="conll2003")
     with tfds.testing.mock_data(num_examples=12):
         squad_results = run_squad(config, vocab, str(tmp_path / "squad"), SquadOptions(
             do_train=True, do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32,
@@ -233,7 +296,7 @@ def test_feature_based_probe_learns_tags_with_bert_frozen(minilm_dir, tmp_path):
     config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
     vocab = os.path.join(minilm_dir, "vocab.txt")
     options = NerOptions(do_train=True, do_eval=True, max_seq_length=32, train_batch_sizes=8, learning_rates=1e-2,
-                         num_train_epochs=3, init_checkpoint=minilm_dir, feature_based="weighted_sum_last_four",
+                         num_train_epochs=5, init_checkpoint=minilm_dir, feature_based="weighted_sum_last_four",
                          lstm_units=32)
     results = run_ner(config, vocab, str(tmp_path / "out"), options, str(data))
     print(f"feature-based probe: dev entity F1 {results['dev']['f1']:.3f}")
