@@ -251,7 +251,7 @@ def _left_to_right(inputs, labels):
 def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int, batch_size: int, *,
                         is_training: bool = True, input_context: tf.distribute.InputContext | None = None,
                         seed: int | None = None, shuffle_buffer: int = 1000, cycle_length: int = 8,
-                        objective: str = "mlm_nsp"):
+                        objective: str = "mlm_nsp", repeat_eval: bool = False):
     """Batches of `(inputs, labels)` from TFRecord files of the original schema (plain or gzip), for `objective`
     (`ltr`: the text with next-token labels, see the module docstring).
 
@@ -259,8 +259,11 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
     `strategy.distribute_datasets_from_function` (pass its `input_context`), which also shards the input: by file
     when there are at least as many files as pipelines, else by record (with a warning; every pipeline then reads
     every file). Training data is shuffled (files, then records in a buffer), repeated and batched with
-    `drop_remainder`; evaluation data is read once, in order. The order is a function of `seed`, and the iterator can
-    be saved in a `tf.train.Checkpoint`, so an interrupted run resumes at the same record.
+    `drop_remainder`; the order is a function of `seed`, and the iterator can be saved in a `tf.train.Checkpoint`, so
+    an interrupted run resumes at the same record. Evaluation data is read file after file, in order, once; with
+    `repeat_eval` (`run_pretraining --do_eval`) it is the original's evaluation input: repeated and batched with
+    `drop_remainder`, so that `--max_eval_steps` scores that many full batches, the first records going round again
+    where the files hold fewer.
     """
     files = expand_files(files)
     compression = compression_of(files[0])
@@ -278,6 +281,8 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
                             pipelines)
     if is_training:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    else:
+        cycle_length = 1  # file after file
     dataset = dataset.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
                                  cycle_length=max(1, min(cycle_length, len(files))),
                                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -285,7 +290,9 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
         dataset = dataset.shard(pipelines, index)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    elif repeat_eval:
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=is_training or repeat_eval)
     dataset = dataset.map(_parse(max_seq_length, max_predictions_per_seq, objective),
                           num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
@@ -448,7 +455,8 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
         results["step"] = checkpoint_step(results["checkpoint"])
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
-                                      options.eval_batch_size, is_training=False, objective=options.objective)
+                                      options.eval_batch_size, is_training=False, objective=options.objective,
+                                      repeat_eval=True)
         with _naming_damaged_files(files):
             scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
         step = results["train"]["step"] if "train" in results else results["step"]

@@ -745,6 +745,35 @@ def test_input_is_sharded_by_file_or_by_record(data, caplog):
         assert ("sharding by record" in caplog.text) == (pipelines == 8)
 
 
+def test_evaluation_reads_as_the_original_input_fn(data):
+    """--do_eval's input is the original's eval input_fn (TFRecordDataset over the files in order, repeat, batches
+    with drop_remainder), written here with tf.data alone: the same records in the same batches, the files read one
+    after another and going round again past their end; without repeat_eval, every record once, in that order."""
+    import tensorflow as tf
+
+    from bert_tf.pretraining import expand_files, pretraining_dataset
+
+    files = expand_files(str(data / "records" / "*.tfrecord"))
+    total = sum(1 for _ in tf.data.TFRecordDataset(files))
+    batch = 10 if total % 10 else 11
+    steps = total // batch + 3  # past the end of the last file
+
+    def original(records):
+        spec = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64)}
+        parsed = records.map(lambda r: tf.io.parse_single_example(r, spec)["input_ids"])
+        return parsed.repeat().batch(batch, drop_remainder=True).take(steps)
+
+    ours = pretraining_dataset(files, SEQ, PREDS, batch, is_training=False, repeat_eval=True).take(steps)
+    want = [b.numpy() for b in original(tf.data.TFRecordDataset(files))]
+    got = [x["input_word_ids"].numpy() for x, _ in ours]
+    assert len(got) == steps and all(b.shape[0] == batch for b in got)
+    np.testing.assert_array_equal(np.concatenate(got), np.concatenate(want))
+    once = np.concatenate([x["input_word_ids"].numpy() for x, _ in pretraining_dataset(files, SEQ, PREDS, batch,
+                                                                                          is_training=False)])
+    assert len(once) == total and total % batch  # a short last batch
+    np.testing.assert_array_equal(once, np.concatenate(want)[:total])
+
+
 def test_jit_compiled_training_step_matches_the_plain_one(data, tmp_path):
     import keras
     import tensorflow as tf
