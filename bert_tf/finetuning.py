@@ -183,8 +183,9 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
         sample_weights=None, progress=None):
     """One cell's training: `build()` a fresh model under the strategy, compile it with the paper's optimizer
     (warmup over `warmup_proportion` of the steps), and train it with `bert_tf.training.train` in `directory`:
-    from `options.init_checkpoint`, or resumed from the checkpoint there. Examples are shuffled with the cell's seed
-    and drawn epoch after epoch, as the original's `shuffle().repeat().batch()`. Returns (model, steps trained).
+    from `options.init_checkpoint`, or resumed from the checkpoint there. Examples are shuffled in full with the
+    cell's seed, each epoch in a new order, where the original's `repeat().shuffle(100)` mixes them within a
+    100-example window of the file's order. Returns (model, steps trained).
     `progress(model, step, scalars)`, if given, is called after every `iterations_per_loop` steps."""
     import keras
 
@@ -350,6 +351,9 @@ def read_split(task, split: str, data_dir: str | None, tfds_name: str | None):
     from bert_tf.tasks.base import DataError
 
     if tfds_name:
+        if not hasattr(task, "tfds_examples"):
+            raise DataError(f"--tfds_name={tfds_name}: {task.name} is read from its own files only; give "
+                            "--data_dir with them instead")
         return task.tfds_examples(tfds_name, split, data_dir)
     if not data_dir:
         raise DataError("give --data_dir (the task's files) or --tfds_name")

@@ -57,13 +57,19 @@ def decisions(task: Task, logits: np.ndarray) -> np.ndarray:
     return logits[:, 0] if task.regression else logits.argmax(-1)
 
 
-def eval_loss(task: Task, logits: np.ndarray, labels: np.ndarray) -> float:
-    """The training loss on held-out data: squared error for regression, else mean cross-entropy."""
+def example_losses(task: Task, logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The training loss of each held-out example: squared error for regression, else cross-entropy."""
     if task.regression:
-        return float(np.mean((logits[:, 0] - labels) ** 2))
+        return (logits[:, 0] - labels) ** 2
     shifted = logits - logits.max(-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-    return float(-log_probs[np.arange(len(labels)), labels].mean())
+    return -log_probs[np.arange(len(labels)), labels]
+
+
+def batch_mean_loss(losses: np.ndarray, batch_size: int) -> float:
+    """The original's `loss` in eval_results.txt (its Estimator's): the mean over evaluation batches of each
+    batch's mean loss, the last batch as short as the data leaves it (the original keeps it off TPUs)."""
+    return float(np.mean([chunk.mean() for chunk in np.split(losses, range(batch_size, len(losses), batch_size))]))
 
 
 # ---------------------------------------------------------------------------------------------- the family
@@ -120,11 +126,13 @@ class Classification(Family):
         fileio.makedirs(output_dir)
         results: dict = {}
 
-        def evaluate(model, split="dev"):
+        def evaluate(model, split="dev", batch_loss=False):
             inputs, labels = dev_data[split]
             logits = finetuning.predict(model, inputs, options.eval_batch_size)["logits"]
             scores = task.metrics(decisions(task, logits), labels)
-            return dict(scores, loss=eval_loss(task, logits, labels))
+            losses = example_losses(task, logits, labels)
+            scores["loss"] = float(losses.mean())
+            return (scores, batch_mean_loss(losses, options.eval_batch_size)) if batch_loss else scores
 
         build = lambda: self.build_model(task, config, options.dropout_rate, options.policy)  # noqa: E731
         grid = None
@@ -143,18 +151,19 @@ class Classification(Family):
 
         if options.do_eval:
             for split in dev_splits:
-                scores = evaluate(model, split)
+                scores, loss = evaluate(model, split, batch_loss=True)
                 suffix = "" if split == "dev" else f"_{split.split('_', 1)[1]}"
                 results[split] = scores
                 write_results(os.path.join(output_dir, f"eval_results{suffix}.txt"),
-                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()},
+                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()}, "loss": loss,
                                **finetuning.global_step(grid, output_dir)})
         if options.do_predict:
             for split, examples in tests.items():
                 logits = finetuning.predict(model, features(examples), options.predict_batch_size)["logits"]
                 suffix = "" if split == "test" else f"_{split.split('_', 1)[1]}"
                 write_lines(os.path.join(output_dir, f"test_results{suffix}.tsv"),
-                            ["\t".join(f"{v:.6f}" for v in row) for row in self.probabilities(task, logits)])
+                            ["\t".join(str(v) for v in row)  # float32 as the original's str() writes it
+                             for row in self.probabilities(task, logits).astype(np.float32)])
                 if hasattr(task, "write_submission"):
                     results[split] = task.write_submission(os.path.join(output_dir, "glue_submission"), split,
                                                            [e.guid for e in examples], decisions(task, logits))

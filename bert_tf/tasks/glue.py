@@ -121,7 +121,9 @@ class GlueTask(Task):
                                     label=self._label(label, tfds_name, int(row["idx"]))))
         if not examples:
             raise DataError(f"--tfds_name={tfds_name}: split {tfds_split} is empty")
-        return examples
+        # TFDS stores a split in an order of its own; `idx` is the row's place in the GLUE file, whose order the
+        # test predictions (test_results.tsv) follow
+        return sorted(examples, key=lambda example: int(example.guid))
 
     # ---------------------------------------------------------------------------------------------- scoring
     def metrics(self, predictions, labels) -> dict[str, float]:
@@ -145,7 +147,7 @@ _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
 
 TASKS = [
-    GlueTask("cola", labels=_BINARY, metric_names=("mcc",), main_metric="mcc",
+    GlueTask("cola", labels=_BINARY, metric_names=("mcc", "accuracy"), main_metric="mcc",
              files={"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
              columns={"train": Columns(3, None, 1, header=False), "test": Columns(1, None, None, guid=0)},
              tfds=("sentence", None), submission={"test": "CoLA.tsv"}),

@@ -40,6 +40,8 @@ def test_every_glue_format_reads(tmp_path):
     (example,) = get_task("CoLA").examples(str(tmp_path), "train")
     assert (example.text_a, example.text_b, example.label) == ("The sailors rode the breeze clear of the rocks.",
                                                                None, "1")
+    # CoLA is scored by Matthews correlation, and reports accuracy too, as the original's eval_results.txt does
+    assert get_task("cola").metrics([1, 0, 1], [1, 1, 1]) == {"mcc": 0.0, "accuracy": pytest.approx(2 / 3)}
     mnli = tmp_path / "mnli"
     mnli.mkdir()
     header = ["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p", "sentence1", "sentence2",
@@ -151,9 +153,13 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
           f"majority {majority:.3f}")
     assert pre["eval_accuracy"] > majority + 0.25, (pre, majority)
     assert pre["eval_accuracy"] > rand["eval_accuracy"] + 0.1, (pre, rand)
-    assert set(pre) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step"} and pre["global_step"] == 10
-    probabilities = np.loadtxt(tmp_path / "pre" / "test_results.tsv", delimiter="\t")
-    assert probabilities.shape == (20, 2) and np.allclose(probabilities.sum(1), 1, atol=1e-5)
+    assert set(pre) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"} and pre["global_step"] == 10
+    # the Estimator's `loss`: the mean of the batch means, 120 dev examples in batches of 8 (the default)
+    assert pre["loss"] == pytest.approx(pre["eval_loss"], rel=1e-6)
+    fields = [line.split("\t") for line in (tmp_path / "pre" / "test_results.tsv").read_text().splitlines()]
+    assert all(text == str(np.float32(text)) for row in fields for text in row)  # float32 as str() writes it
+    probabilities = np.array(fields, np.float32)
+    assert probabilities.shape == (20, 2) and np.allclose(probabilities.sum(1), 1, atol=2e-7)
     submission = (tmp_path / "pre" / "glue_submission" / "MRPC.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 21
     assert [line.split("\t")[1] for line in submission[1:]] == [str(p) for p in probabilities.argmax(1)]
@@ -168,14 +174,20 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
     import tensorflow_datasets as tfds
 
     from bert_tf import BertConfig
-    from bert_tf.finetuning import FinetuneOptions
-    from bert_tf.tasks.classification import run_classifier
+    from bert_tf.finetuning import FinetuneOptions, read_split
+    from bert_tf.tasks.classification import batch_mean_loss, run_classifier
 
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
     options = FinetuneOptions(do_train=True, do_eval=True, max_seq_length=16, train_batch_sizes=8,
                               learning_rates=(1e-3, 1e-4), num_restarts=2, num_train_epochs=1)
+    # the original's `loss`: batches [1, 2], [3, 4], [5] -> mean(1.5, 3.5, 5)
+    assert batch_mean_loss(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 2) == pytest.approx(10 / 3)
+    with pytest.raises(DataError, match="--tfds_name=xnli: xnli is read from its own files only"):
+        read_split(get_task("xnli"), "train", None, "xnli")
     with tfds.testing.mock_data(num_examples=24):
+        guids = [int(e.guid) for e in read_split(get_task("sts-b"), "test", None, "glue/stsb")]
+        assert guids == sorted(guids) and len(set(guids)) > 1  # the GLUE file's order, which TFDS does not keep
         results = run_classifier(get_task("sts-b"), config, os.path.join(minilm_dir, "vocab.txt"),
                                  str(tmp_path / "stsb"), options, tfds_name="glue/stsb")
         grid = results["grid"]
