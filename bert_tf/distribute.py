@@ -8,6 +8,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.tf_log import python_logger_at
+
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 
 
@@ -77,10 +79,18 @@ def _tpu_strategy(tpu: str, zone: str | None, project: str | None, num_cores: in
         given = ", ".join(f"--{n}={v}" for n, v in (("tpu_zone", zone), ("gcp_project", project)) if v)
         raise ValueError(f"{given}: a zone and project locate a TPU by name, but the TPU is {tpu!r}, which needs no "
                          "look-up; drop them or name the TPU with --tpu / --tpu_name")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=zone, project=project)
-    if tpu != "local":
-        tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=zone, project=project)
+        if tpu != "local":
+            tf.config.experimental_connect_to_cluster(resolver)
+        with python_logger_at("WARNING"):
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        logging.info("TPU %r initialized", tpu)
+    except (tf.errors.OpError, ValueError, OSError, RuntimeError) as e:  # no such TPU, no TPU here, no network
+        reason = (str(e).splitlines() or [type(e).__name__])[0].split(". ")[0][:200]
+        raise ValueError(f"TPU {tpu!r}: cannot reach or start it ({reason}); check the TPU's name or address "
+                         "(--tpu, or --use_tpu with --tpu_name and --tpu_zone / --gcp_project, or --master), or "
+                         "leave the TPU flags out to run here") from None
     strategy = tf.distribute.TPUStrategy(resolver)
     if num_cores is not None and num_cores != strategy.num_replicas_in_sync:
         raise ValueError(f"--num_tpu_cores={num_cores}, but TPU {tpu!r} has {strategy.num_replicas_in_sync} cores; "

@@ -30,6 +30,7 @@ from absl import logging
 
 from bert_tf import fileio, staging
 from bert_tf.config import check_fits
+from bert_tf.tf_log import python_logger_at
 from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
                              record_lengths)
@@ -137,10 +138,7 @@ def damaged_files(files: list[str]) -> list[tuple[str, int, str]]:
     """(file, how many records read well before the damage, TensorFlow's message) for every file among `files`
     that cannot be read to its end: a truncated file, or one whose length or data checksum fails."""
     damaged = []
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")  # tf_record_iterator's deprecation notice; it is the reader that counts records
-    try:
+    with python_logger_at("ERROR"):  # tf_record_iterator's deprecation notice; it is the reader that counts records
         for path in files:
             options = tf.io.TFRecordOptions(compression_of(path))
             good = size = 0
@@ -156,8 +154,6 @@ def damaged_files(files: list[str]) -> list[tuple[str, int, str]]:
             elif not options.compression_type and size != tf.io.gfile.stat(path).length:
                 # a file cut inside a record's 12-byte header reads as if it ended before that record
                 damaged.append((path, good, f"truncated record at {size}"))
-    finally:
-        logger.setLevel(level)
     return damaged
 
 

@@ -15,6 +15,7 @@ it (0 or more, INFO: every line; -1: warnings and errors; -2: errors); else 3.
 
 import contextlib
 import io
+import logging
 import os
 import re
 import subprocess
@@ -105,6 +106,20 @@ class _Forward(io.TextIOBase):
     @property
     def encoding(self):
         return self.target.encoding
+
+
+@contextlib.contextmanager
+def python_logger_at(level: str):
+    """Within the block, TensorFlow's Python logger (`tf.get_logger()`) passes only `level` and above: for calls
+    whose routine notices would bury the one line that matters (a deprecation while counting records, the TPU
+    set-up's progress before it fails)."""
+    logger = logging.getLogger("tensorflow")
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
 
 
 @contextlib.contextmanager

@@ -249,6 +249,9 @@ CASES = [
          r"--learning_rate=-0.0001 must be above 0"),
     Case("rp-negative-decay", RP, PRE + ["--output_dir={out}/new", "--do_train", "--weight_decay=-0.5"],
          r"--weight_decay=-0.5 must be 0 or more"),
+    # the original's TPU flags on a machine without a TPU
+    Case("rp-use-tpu-without-one", RP, PRE + ["--output_dir={out}/new", "--do_train", "--use_tpu"],
+         r"TPU 'local': cannot reach or start it \(TPUs not found in the cluster\)"),
     Case("rc-zero-eval-batch", RC, SST + [GOOD, "--output_dir={out}/new", "--do_eval", "--eval_batch_size=0"],
          r"--eval_batch_size=0 must be at least 1"),
     Case("rc-warmup-past-one", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--warmup_proportion=1.5"],
