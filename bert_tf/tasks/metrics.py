@@ -29,6 +29,8 @@ def matthews_corrcoef(predictions, labels) -> float:
 
 
 def pearson(predictions, labels) -> float:
+    """Pearson correlation; 0.0 where either side is constant, where scipy's (GLUE's scorer) gives NaN, so that
+    a grid can still rank a run whose model predicts one score."""
     x, y = np.asarray(predictions, np.float64), np.asarray(labels, np.float64)
     x, y = x - x.mean(), y - y.mean()
     denominator = np.sqrt((x * x).sum() * (y * y).sum())
