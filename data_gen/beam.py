@@ -4,8 +4,8 @@ Same functions, same windows, same seeds as `data_gen.generate`, so the records 
 for the same flags (the assignment of records to shard files is Beam's). The corpus (`--input_file`'s files, or a
 TFDS dataset's files: `tfds_corpus`) is read in parts, each part twice: once to count its documents, which gives
 every document its global index, then to emit the documents keyed by window, which reproduces the local windows
-exactly (window k = documents k*W..(k+1)*W-1 in reading order, a 1-document tail
-joining the window before it). Corpus, vocabulary and output may be on any filesystem TensorFlow reads
+exactly (window k = documents k*W..(k+1)*W-1 in reading order, a tail of less than half a window joining the
+window before it). Corpus, vocabulary and output may be on any filesystem TensorFlow reads
 (`bert_tf.fileio`: `gs://...` on Dataflow). When the shards are written, `metadata.json` is written beside them
 with the same statistics as the local run's and the shards this run wrote, so that `run_pretraining` checks them
 as it checks local records. Runners (flags after `--`; docs/data.md has each command):
@@ -28,7 +28,7 @@ import os
 from bert_tf import fileio, staging
 from bert_tf.records import METADATA_NAME
 from data_gen import documents as documents_lib
-from data_gen.documents import CorpusError
+from data_gen.documents import CorpusError, tail_joins
 from data_gen.generate import Options, check_vocab, describe_run, make_window
 from data_gen.tfds_corpus import corpus_from_flags
 
@@ -38,7 +38,7 @@ def window_key(index: int, total: int, size: int) -> int:
     if total < 2:
         raise CorpusError("the corpus has a single document; next-sentence prediction needs at least two")
     key = index // size
-    if total > size and total % size == 1 and key == total // size:
+    if total > size and tail_joins(total % size, size) and key == total // size:
         key -= 1
     return key
 

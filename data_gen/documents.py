@@ -133,9 +133,15 @@ def corpus_documents(corpus, parts) -> Iterator[list[str]]:
         yield from corpus.read(part)
 
 
+def tail_joins(tail: int, size: int) -> bool:
+    """Whether a last window of `tail` documents joins the window before it: when it holds fewer than half a
+    window (and always below 2), so that no window draws its random next sentences from a handful of documents."""
+    return 0 < tail < max(2, size // 2)
+
+
 def windows(documents: Iterable[list], size: int) -> Iterator[list[list]]:
-    """Groups documents into windows of `size`; a last window of fewer than 2 documents joins the previous one, so
-    every window can draw a random next sentence from a different document."""
+    """Groups documents into windows of `size`; a small last window joins the previous one (`tail_joins`), so
+    every window draws its random next sentences from at least half a window of other documents."""
     if size < 2:
         raise ValueError(f"window size {size} must be at least 2 documents")
     pending: list[list] | None = None
@@ -146,7 +152,7 @@ def windows(documents: Iterable[list], size: int) -> Iterator[list[list]]:
             if pending is not None:
                 yield pending
             pending, current = current, []
-    if pending is not None and len(current) < 2:
+    if pending is not None and tail_joins(len(current), size):
         yield pending + current
         return
     if pending is not None:

@@ -169,6 +169,12 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             bar.close(erase=True)  # the error is the last word
             raise
         bar.close()
+    empty = sum(count == 0 for count in writer.counts)
+    if empty:
+        logging.warning("%d of %d shards hold no record: each takes whole windows of --window_size=%d documents, "
+                        "and the corpus filled fewer windows than there are shards; a replica given only empty "
+                        "shards has nothing to train on, so write fewer shards or use a smaller --window_size",
+                        empty, len(output_files), options.window_size)
     elapsed = time.time() - started
     logging.info("wrote %d instances in %.1f s (%.0f instances/s, %.2f MB/s of text)", totals["instances"], elapsed,
                  totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from data_gen.appender import WindowAppender
-from data_gen.instances import (A_END, A_START, B_END, B_START, IS_RANDOM, NspBalance, Sentences,
+from data_gen.instances import (A_END, A_START, B_END, B_START, IS_RANDOM, Sentences,
                                 pairs_from_document, truncate)
 from data_gen.masking import MaskingVocab, mask_tokens
 from data_gen.records import serialize
@@ -76,11 +76,11 @@ def build_window(window_index: int, values: np.ndarray, sentence_ends: np.ndarra
     if len(sentences.documents) < 2:
         return serialize({}, features), dict(stats, instances=0)
     spans: list = []
-    balance = NspBalance() if options.random_next_sentence else None
     max_num_tokens = options.max_seq_length - 3
     for _ in range(options.dupe_factor):
         for index in rng.permutation(len(sentences.documents)).tolist():
-            pairs_from_document(sentences, index, max_num_tokens, options.short_seq_prob, scalar_rng, balance, spans)
+            pairs_from_document(sentences, index, max_num_tokens, options.short_seq_prob, scalar_rng,
+                                    options.random_next_sentence, spans)
     spans = truncate(spans, max_num_tokens, rng)[rng.permutation(len(spans))]
     arrays, kinds = _to_arrays(np.asarray(values), spans, vocab, cls_id, sep_id, options, rng)
     stats.update(instances=len(spans), tokens=int(arrays["input_mask"].sum()),
