@@ -310,6 +310,8 @@ class PretrainingOptions:
 
     `train_batch_size` and `eval_batch_size` are global (all replicas together); with
     `gradient_accumulation_steps` = N each update averages N micro-batches of `train_batch_size / N`.
+    `max_eval_steps` None (no flag gives it) evaluates every record once, the last batch as short as the data
+    leaves it, instead of the original's `max_eval_steps` full batches going round the data.
     """
 
     max_seq_length: int = 128
@@ -323,7 +325,7 @@ class PretrainingOptions:
     num_warmup_steps: int = 10000
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
-    max_eval_steps: int = 100
+    max_eval_steps: int | None = 100
     optimizer: str = "original_adamw"
     weight_decay: float = 0.01
     gradient_accumulation_steps: int = 1
@@ -342,7 +344,7 @@ class PretrainingOptions:
         if not (self.do_train or self.do_eval):
             raise ValueError("at least one of --do_train and --do_eval must be set")
         for flag in ("train_batch_size", "eval_batch_size", "max_eval_steps"):
-            if getattr(self, flag) < 1:
+            if getattr(self, flag) is not None and getattr(self, flag) < 1:
                 raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
         per_update = replicas * self.gradient_accumulation_steps
         if self.train_batch_size % per_update:
@@ -452,7 +454,7 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                       options.eval_batch_size, is_training=False, objective=options.objective,
-                                      repeat_eval=True)
+                                      repeat_eval=options.max_eval_steps is not None)
         with _naming_damaged_files(files):
             scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
         step = results["train"]["step"] if "train" in results else results["step"]

@@ -82,9 +82,10 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
                          num_workers=o.num_workers)
         heldout = generate([heldout_text], [os.path.join(directory, "heldout", "heldout.tfrecord")], vocab_file,
                            dataclasses.replace(data, dupe_factor=1, random_seed=o.random_seed + 1), num_workers=1)
+        share = heldout["random_next_fraction"]  # above 1/2 on short documents, as the original makes them
         return {"train_instances": train["instances"], "heldout_instances": heldout["instances"],
                 "heldout_masked": round(heldout["masked_fraction"] * heldout["tokens"]),
-                "heldout_eval_steps": max(1, -(-heldout["instances"] // 128))}  # every held-out instance once
+                "heldout_next_sentence_chance": max(share, 1 - share)}
 
     figures["records"] = stages.run("records", inputs["records"], records,
                                     lambda f: f"{f['train_instances']} training and {f['heldout_instances']} "
@@ -117,13 +118,14 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         heldout = run_pretraining(config, os.path.join(output_dir, "records", "heldout", "*.tfrecord"),
                                   os.path.join(directory, "heldout_eval"),
                                   dataclasses.replace(pretraining, do_train=False, do_eval=True,
-                                                      max_eval_steps=figures["records"]["heldout_eval_steps"],
+                                                      max_eval_steps=None,  # every held-out instance once
                                                       init_checkpoint=os.path.join(directory, "bert_model",
                                                                                    "bert_model.ckpt")))["eval"]
         records_figures = figures["records"]
         return {"heldout_masked_lm_accuracy": heldout["masked_lm_accuracy"],
                 "heldout_next_sentence_accuracy": heldout["next_sentence_accuracy"],
-                "masked_lm_chance": 1 / config.vocab_size, "steps": o.num_train_steps,
+                "masked_lm_chance": 1 / config.vocab_size,
+                "next_sentence_chance": records_figures["heldout_next_sentence_chance"], "steps": o.num_train_steps,
                 "masked_lm_note": heldout_note(records_figures["heldout_masked"], "masked positions"),
                 "next_sentence_note": heldout_note(records_figures["heldout_instances"], "instances")}
 
@@ -131,7 +133,8 @@ def run_quickstart(output_dir: str = "runs/quickstart", options: QuickstartOptio
         "pretrain", inputs["pretrain"], pretrain,
         lambda f: f"{f['steps']} steps; held-out MLM accuracy {f['heldout_masked_lm_accuracy']:.3f} (chance "
                   f"{f['masked_lm_chance']:.4f}{noted(f['masked_lm_note'])}), NSP accuracy "
-                  f"{f['heldout_next_sentence_accuracy']:.3f} (chance 0.5{noted(f['next_sentence_note'])})")
+                  f"{f['heldout_next_sentence_accuracy']:.3f} (chance {f['next_sentence_chance']:.3f}"
+                  f"{noted(f['next_sentence_note'])})")
     bert_model = os.path.join(output_dir, "pretrain", "bert_model")
     finetuned = os.path.join(output_dir, "finetune", "model")
 

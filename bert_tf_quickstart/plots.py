@@ -44,7 +44,8 @@ def plot_curves(output_dir: str, figures: dict) -> list[str]:
               ("pretraining_nsp.png", "Next sentence", [
                   ("next_sentence_loss", "next-sentence loss", train, None, None),
                   ("next_sentence_accuracy", "next-sentence accuracy", train,
-                   (p["heldout_next_sentence_accuracy"], f"held-out ({r['heldout_instances']} instances)"), 0.5)]),
+                   (p["heldout_next_sentence_accuracy"], f"held-out ({r['heldout_instances']} instances)"),
+                   round(p["next_sentence_chance"], 3))]),
               ("learning_rate.png", "Learning rate (warm-up, linear decay)", [
                   ("learning_rate", "learning rate", None, None, None)])]
     history_path = os.path.join(output_dir, "finetune", "history.json")

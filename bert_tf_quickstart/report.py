@@ -26,7 +26,8 @@ def write_report(output_dir: str, figures: dict, plots: list[str], seconds: floa
              "| figure | value | chance | held-out examples |", "|---|---|---|---|",
              f"| held-out masked-LM accuracy | {p['heldout_masked_lm_accuracy']:.3f} | {p['masked_lm_chance']:.4f} "
              f"| {r['heldout_masked']} masked positions |",
-             f"| held-out next-sentence accuracy | {p['heldout_next_sentence_accuracy']:.3f} | 0.5 "
+             f"| held-out next-sentence accuracy | {p['heldout_next_sentence_accuracy']:.3f} "
+             f"| {p['next_sentence_chance']:.3f} (the larger label's share) "
              f"| {r['heldout_instances']} instances |",
              f"| word_order fine-tuned held-out accuracy | {f['heldout_accuracy']:.3f} | 0.5 "
              f"| {f['heldout_sentences']} sentences |", ""]

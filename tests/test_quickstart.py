@@ -103,6 +103,10 @@ def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skip
     assert (out / "pretrain" / "bert_model" / "bert_model.ckpt.index").exists()
     heldout_eval = (out / "pretrain" / "heldout_eval" / "eval_results.txt").read_text().splitlines()
     assert "global_step = 60" in heldout_eval  # the step of the checkpoint evaluated
+    # the next-sentence chance is the held-out records' larger label share (above 1/2 on short documents)
+    share = json.loads((out / "records" / "heldout" / "metadata.json").read_text())["random_next_fraction"]
+    assert pretrain["next_sentence_chance"] == pytest.approx(max(share, 1 - share)) and share > 0.5
+    assert f"| {pretrain['next_sentence_chance']:.3f} (the larger label's share) |" in (out / "report.md").read_text()
     _assert_reported_accuracy_is_the_exported_classifiers(out, done["finetune"]["heldout_accuracy"])
     answers = done["answers"]
     assert answers["modules"] == []  # the fresh process imported none of bert_tf, export, data_gen
