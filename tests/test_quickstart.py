@@ -149,7 +149,7 @@ def test_quickstart_runs_every_stage_then_redoes_them_for_a_new_corpus_then_skip
                      re.M)
     assert re.search(rf"^\[finetune\] .*only \d+ held-out sentences, {re.escape(note)}", second.stdout, re.M)
     report = (out / "report.md").read_text()
-    assert "Too little held-out data:" in report and f"- next-sentence accuracy: only " in report
+    assert "Too little held-out data:" in report and "- next-sentence accuracy: only " in report
     assert f"- word_order accuracy: only {done['finetune']['heldout_sentences']} held-out sentences" in report
 
     third = quickstart(f"--output_dir={out}", f"--input_file={corpus}", *TINY)
