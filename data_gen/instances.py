@@ -9,8 +9,8 @@ Python.
 
 Next-sentence labels are drawn as the original draws them: a chunk of a single segment has no actual next sentence
 to offer and always gets a random B; otherwise B is random with probability 1/2. So where many chunks hold one
-segment (short documents) the random share is above 50 %, as the original's is (57-62 % on the corpora of
-docs/data.md). A scheme that paid each forced "random" back by making the next free draw "actual next" kept 50 %,
+segment (short documents) the random share is above 50 %, as the original's is (62 % on the corpus docs/data.md
+measures). A scheme that paid each forced "random" back by making the next free draw "actual next" kept 50 %,
 but that draw is mostly the next document's first chunk, so the label became predictable from whether A opens a
 document; the labels are not balanced for that reason.
 """
