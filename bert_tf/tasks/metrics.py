@@ -90,9 +90,9 @@ def _precision_recall_f1(correct: int, predicted: int, gold: int) -> dict[str, f
 
 
 def entity_report(predicted, gold) -> dict[str, dict[str, float]]:
-    """What conlleval reports for lists of tag sequences (one per sentence): under "all", the micro precision, recall and F1 over entities and the accuracy
-    over tokens (every tag, O included); under each entity type, its precision, recall and F1 and how many
-    entities of it the gold tags hold (`gold`)."""
+    """What conlleval reports for lists of tag sequences (one per sentence): under "all", the micro precision,
+    recall and F1 over entities and the accuracy over tokens (every tag, O included); under each entity type, its
+    precision, recall and F1 and how many entities of it the gold tags hold (`gold`)."""
     counts: dict[str, list[int]] = {}  # type -> [correct, predicted, gold]
     tokens = right = 0
     for p, g in zip(predicted, gold):

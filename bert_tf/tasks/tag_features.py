@@ -2,9 +2,9 @@
 word's tag. `run_ner` (training and prediction) and the exported `TaggerModule` both call `tag_windows`, so an
 export tags a sentence exactly as `run_ner` does.
 
-A row's pieces (a sentence's, or a document's) are cut into windows of `seq_length - 2` pieces every `doc_stride` pieces (`windows.plan`,
-the original run_squad's rule); a word's tag is read at its first piece, in the window that gives that piece the
-most context (`windows.max_context`). In training every window is an example: a word's tag sits on its first piece
+A row's pieces (a sentence's, or a document's) are cut into windows of `seq_length - 2` pieces every `doc_stride`
+pieces (`windows.plan`, the original run_squad's rule); a word's tag is read at its first piece, in the window that
+gives that piece the most context (`windows.max_context`). In training every window is an example: a word's tag sits on its first piece
 (weight 1) wherever that piece falls; the other pieces have weight 0 or, with `label_all_subtokens`, carry the
 word's tag with B- made I-.
 
@@ -110,7 +110,8 @@ class Encoded:
 
 
 class SentenceEncoder:
-    """Words and tags of sentences -> `Encoded`, through `tag_windows` traced once, `chunk` sentences a call."""
+    """Words and tags of sentences -> `Encoded`, through `tag_windows` traced once, `chunk` rows (sentences or
+    documents) a call."""
 
     def __init__(self, vocab_file: str, do_lower_case: bool, tags, seq_length: int, doc_stride: int | None = None,
                  label_all_subtokens: bool = False, chunk: int = 512):
