@@ -12,6 +12,10 @@ import time
 
 from bert_tf.training import write_lines
 from bert_tf_quickstart.corpus import CORPUS_VERSION, HELDOUT_EVERY
+
+# What the records stage's records are made by; change it when data_gen makes other records from the same flags, so
+# that an output directory of an earlier version is redone from there (2: the original's next-sentence labels).
+RECORDS_VERSION = 2
 from bert_tf_quickstart.options import QuickstartOptions
 
 DONE = "DONE.json"
@@ -36,7 +40,7 @@ def stage_inputs(options: QuickstartOptions, input_file: str | None) -> dict[str
     return {"corpus": dict(source, heldout_every=HELDOUT_EVERY),
             "vocab": {"vocab_size": o.vocab_size},
             "records": {"max_seq_length": o.max_seq_length, "max_predictions_per_seq": o.max_predictions_per_seq,
-                        "dupe_factor": o.dupe_factor, "random_seed": o.random_seed},
+                        "dupe_factor": o.dupe_factor, "random_seed": o.random_seed, "data_gen": RECORDS_VERSION},
             "pretrain": {"hidden_size": o.hidden_size, "num_hidden_layers": o.num_hidden_layers,
                          "num_attention_heads": o.num_attention_heads, "train_batch_size": o.train_batch_size,
                          "num_train_steps": o.num_train_steps, "learning_rate": o.learning_rate,
