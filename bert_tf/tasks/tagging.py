@@ -111,10 +111,12 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     encoder = tag_features.SentenceEncoder(vocab_file, options.do_lower_case, tags, options.max_seq_length, stride,
                                            options.label_all_subtokens)
 
+    def source(split):  # for messages
+        return f"--tfds_name={tfds_name} ({split})" if tfds_name else os.path.join(data_dir, ner.FILES[split])
+
     def encode(sentences, split):
-        where = f"--tfds_name={tfds_name} ({split})" if tfds_name else os.path.join(data_dir, ner.FILES[split])
         if options.document_context and not ner.marks_documents(sentences):
-            raise DataError(f"--document_context: {where} marks no documents (no -DOCSTART- line; TFDS's conll2003 "
+            raise DataError(f"--document_context: {source(split)} marks no documents (no -DOCSTART- line; TFDS's conll2003 "
                             "drops them), so every sentence would be encoded alone; give the CoNLL files, or "
                             "--nodocument_context")
         return encoder(sentences, document_context=documents)
@@ -124,8 +126,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     for split, wanted in splits.items():
         if wanted:
             sentences = task.sentences(data_dir, split, tfds_name)
-            where = f"{tfds_name}:{split}" if tfds_name else os.path.join(data_dir, ner.FILES[split])
-            ner.check_tags([s for s in sentences if s.tags], tags, where)
+            ner.check_tags([s for s in sentences if s.tags], tags, source(split))
             data[split] = (sentences, encode(sentences, split))
     fileio.makedirs(output_dir)
     results: dict = {}
