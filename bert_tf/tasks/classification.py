@@ -126,13 +126,12 @@ class Classification(Family):
         fileio.makedirs(output_dir)
         results: dict = {}
 
-        def evaluate(model, split="dev", batch_loss=False):
+        def evaluate(model, split="dev"):
+            """The split's figures and each example's loss."""
             inputs, labels = dev_data[split]
             logits = finetuning.predict(model, inputs, options.eval_batch_size)["logits"]
-            scores = task.metrics(decisions(task, logits), labels)
             losses = example_losses(task, logits, labels)
-            scores["loss"] = float(losses.mean())
-            return (scores, batch_mean_loss(losses, options.eval_batch_size)) if batch_loss else scores
+            return dict(task.metrics(decisions(task, logits), labels), loss=float(losses.mean())), losses
 
         build = lambda: self.build_model(task, config, options.dropout_rate, options.policy)  # noqa: E731
         grid = None
@@ -142,7 +141,7 @@ class Classification(Family):
                 options, output_dir,
                 lambda cell, directory: finetuning.fit(build, train_features, {"logits": train_labels}, options,
                                                        cell, strategy, directory, progress=progress),
-                lambda m: evaluate(m) if options.do_eval else {}, task.main_metric, build)
+                lambda m: evaluate(m)[0] if options.do_eval else {}, task.main_metric, build)
             results.update(grid.figures())
             model = grid.model
             finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=train[0].text_b is not None)
@@ -151,11 +150,11 @@ class Classification(Family):
 
         if options.do_eval:
             for split in dev_splits:
-                scores, loss = evaluate(model, split, batch_loss=True)
+                scores, losses = evaluate(model, split)
                 suffix = "" if split == "dev" else f"_{split.split('_', 1)[1]}"
                 results[split] = scores
                 write_results(os.path.join(output_dir, f"eval_results{suffix}.txt"),
-                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()}, "loss": loss,
+                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()}, "loss": batch_mean_loss(losses, options.eval_batch_size),
                                **finetuning.global_step(grid, output_dir)})
         if options.do_predict:
             for split, examples in tests.items():
