@@ -159,7 +159,7 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
     fields = [line.split("\t") for line in (tmp_path / "pre" / "test_results.tsv").read_text().splitlines()]
     assert all(text == str(np.float32(text)) for row in fields for text in row)  # float32 as str() writes it
     probabilities = np.array(fields, np.float32)
-    assert probabilities.shape == (20, 2) and np.allclose(probabilities.sum(1), 1, atol=2e-7)
+    assert probabilities.shape == (20, 2) and np.allclose(probabilities.sum(1), 1, atol=1e-6)
     submission = (tmp_path / "pre" / "glue_submission" / "MRPC.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 21
     assert [line.split("\t")[1] for line in submission[1:]] == [str(p) for p in probabilities.argmax(1)]
