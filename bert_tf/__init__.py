@@ -3,7 +3,8 @@
 Imported before TensorFlow, the package turns on its oneDNN CPU kernels on x86 (`bert_tf.onednn.prefer_onednn`) and
 imports TensorFlow with its C++ log quiet: none of its start-up lines, and `TF_CPP_MIN_LOG_LEVEL=3` unless that is set
 or absl's `--verbosity` is on the command line (`bert_tf.tf_log`; `TF_CPP_MIN_LOG_LEVEL=0` shows every line). It
-also defers matplotlib, which Keras imports then, to its first use (`bert_tf.deferred_imports`).
+also defers matplotlib, which Keras imports then, to its first use (`bert_tf.deferred_imports`), and imports without
+garbage collections (`bert_tf.heap`).
 
 TensorFlow reads both settings once, when it is imported, so import `bert_tf` (or any module of it) before
 `tensorflow` or `keras`. This is the reason, stated once here, why the CLIs, `data_gen`, the exporter, the benchmarks
@@ -12,16 +13,17 @@ used). If TensorFlow came first with oneDNN off, `import bert_tf` warns and says
 """
 
 from bert_tf.deferred_imports import defer_matplotlib
+from bert_tf.heap import collector_paused
 from bert_tf.onednn import prefer_onednn
 from bert_tf.tf_log import quiet_import
 
 prefer_onednn()
 defer_matplotlib()
-quiet_import()
-
-from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)
-from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402
-                            BertSpanQA, BertTokenClassifier)
+with collector_paused():
+    quiet_import()
+    from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)
+    from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402
+                                BertSpanQA, BertTokenClassifier)
 
 __all__ = ["BertConfig", "ConfigError", "BertEncoder", "BertPretrainer", "BertClassifier", "BertTokenClassifier",
            "BertSpanQA", "BertMultipleChoice"]

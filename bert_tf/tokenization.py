@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.heap import collector_paused
 
 MAX_CHARS_PER_WORD = 200
 
@@ -280,11 +281,19 @@ def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: b
     return _cached_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization)
 
 
+def load_tensorflow_text():
+    """The `tensorflow_text` module, imported at first use (processes that never tokenize in-graph skip it) and
+    without garbage collections (`bert_tf.heap`), which would walk TensorFlow's objects several times over."""
+    with collector_paused():
+        import tensorflow_text
+    return tensorflow_text
+
+
 def _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization):
     """The model is compiled by tensorflow-text's builder and handed over as a uint8 tensor made from its bytes:
     given the vocabulary instead, the tokenizer makes that tensor from a Python list of the model's million bytes,
     which takes longer than compiling it."""
-    import tensorflow_text as tf_text
+    tf_text = load_tensorflow_text()
     from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
 
     try:
@@ -340,8 +349,7 @@ class BertTokenizerLayer(keras.layers.Layer):
 
         Lower-casing whole whitespace tokens (or lines), never punctuation-split pieces, keeps Python's context rule
         for the final sigma as the original has it (`ΟΣ.Α` -> `οσ.α` but `ΟΣ` -> `ος`)."""
-        import tensorflow_text as tf_text
-
+        tf_text = load_tensorflow_text()
         norm = tf.strings.regex_replace(tokens, _REMOVED, "")
         if self.do_lower_case:
             norm = tf.strings.lower(norm, encoding="utf-8")
@@ -477,6 +485,7 @@ def _regex_split_with_offsets(strings, delimiter: str, keep: str):
     """`tf_text.regex_split_with_offsets` on strings [n] -> (pieces, starts, ends) ragged [n, (pieces)], without the
     run-time validation of the row splits its op has just made: ~200 ops per call in every graph that tokenizes,
     to trace and optimise, for none of the op's own work. The op and its pattern groups are tf-text's own."""
+    load_tensorflow_text()
     from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
 
     pieces, starts, ends, splits = gen_regex_split_ops.regex_split_with_offsets(strings, f"({delimiter})", f"({keep})")

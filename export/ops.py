@@ -143,7 +143,9 @@ def audit(export_dir: str) -> dict:
     registers), `unlisted` (ops missing from the tables above, assumed to need the versions running here) and
     `min_serving`, the oldest TF Serving release from which every release in SERVING_RELEASES loads it (None if
     none does)."""
-    import tensorflow_text  # noqa: F401  (registers its ops, as the model server links them)
+    from bert_tf.tokenization import load_tensorflow_text
+
+    tensorflow_text = load_tensorflow_text()  # registers its ops, as the model server links them
 
     attrs = graph_attrs(export_dir)
     core = sorted(op for op in attrs if hasattr(tf.raw_ops, op))

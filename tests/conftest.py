@@ -96,6 +96,12 @@ LONG_TESTS = {
 }
 
 
+def pytest_collection_finish(session):
+    """The test modules imported, a worker freezes what the imports made, as a command does (`bert_tf.cli.start`):
+    the collections that building models and datasets triggers then never walk TensorFlow's objects."""
+    gc.freeze()
+
+
 def pytest_unconfigure(config):
     """A test process ends as a command does (`bert_tf.cli.start`): its heap frozen, so that the interpreter's
     teardown does not run full collections over TensorFlow's objects and every model the tests made."""

@@ -1,6 +1,6 @@
 """What importing `bert_tf` sets for the process: TensorFlow's oneDNN CPU kernels on (x86), unless the user said
-otherwise, and a warning when TensorFlow was imported first with them off; and when a traced GEMM fuses the
-activation after it."""
+otherwise, and a warning when TensorFlow was imported first with them off; the garbage collector as it was; and when
+a traced GEMM fuses the activation after it."""
 
 import os
 import subprocess
@@ -54,6 +54,44 @@ def test_other_architectures_and_user_settings_are_left_alone(monkeypatch):
         warnings.simplefilter("error")  # TensorFlow is already imported here: any warning would fail
         onednn.prefer_onednn()
     assert os.environ[onednn.VARIABLE] == "0"
+
+
+HEAP_PROBE = """
+import gc
+{before}
+import bert_tf
+print("enabled", gc.isenabled(), "frozen", gc.get_freeze_count())
+"""
+
+
+@pytest.mark.parametrize("before, enabled", [("", True), ("gc.disable()", False)])
+def test_importing_bert_tf_leaves_the_collector_as_it_was_and_freezes_nothing(before, enabled):
+    """The import runs without collections (`bert_tf.heap`) but leaves the collector as the caller had it, and does
+    not freeze the caller's objects (a command freezes its own: `test_cli`)."""
+    out = subprocess.run([sys.executable, "-c", HEAP_PROBE.format(before=before)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == [f"enabled {enabled} frozen 0"]
+
+
+def test_collector_paused_restores_the_collector_even_when_the_block_fails():
+    import gc
+
+    from bert_tf.heap import collector_paused
+
+    assert gc.isenabled()
+    with pytest.raises(ImportError):
+        with collector_paused():
+            assert not gc.isenabled()
+            import a_module_that_does_not_exist  # noqa: F401 (the import fails)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("cpu_runs_bfloat16", [True, False])

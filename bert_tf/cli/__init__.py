@@ -42,9 +42,13 @@ def start(main, name: str, outputs: dict) -> None:
     by `fail`: a flag that does not parse or a required one missing; an output flag (`outputs`: flag name ->
     DIRECTORY, FILE, PATH or PATHS) naming a path that cannot be written, before any work; an OSError on a file, or
     TensorFlow's refusal to create or write an output, met later. A run that fails removes the directories it
-    created for its outputs as long as they hold no file; an output directory that existed before is not touched."""
+    created for its outputs as long as they hold no file; an output directory that existed before is not touched.
+
+    The command owns its process, so the objects its imports made go to the collector's permanent generation first
+    (`bert_tf.heap`): the run's collections then never walk TensorFlow's modules."""
     global _program
     _program = name
+    gc.freeze()
     atexit.register(_freeze_heap_at_exit)
     app.run(lambda argv: _run_writing(main, argv, outputs), flags_parser=_parse_flags)
 

@@ -1,0 +1,27 @@
+"""Python's cyclic garbage collector and the hundreds of thousands of long-lived objects TensorFlow's modules make.
+
+Importing TensorFlow and Keras allocates enough objects to trigger the collector hundreds of times, and its oldest-
+generation collections, there and in the rest of the process, walk all of those objects again: a large share of the
+import's time, and of the time of any allocation-heavy Python work after it (building Keras models, data_gen's lists).
+`collector_paused` runs the import without collections (its cyclic garbage, a few thousand objects, waits for the
+next collection). The commands, which own their process, also move what exists once their modules are imported to
+the collector's permanent generation (`gc.freeze`, in `bert_tf.cli.start`), which no collection visits; a library
+import does not, since objects of the caller's made before it would then never be collected.
+"""
+
+import contextlib
+import gc
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Within the block the cyclic collector does not run; afterwards it is as it was (a caller's `gc.disable()`
+    stays)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
