@@ -39,7 +39,9 @@ _TOKENIZER: dict = {}
 
 
 def _tokenizer_state(vocab_file: str, do_lower_case: bool):
-    """Per process: the in-graph tokenizer (compiled once) and the masking vocabulary."""
+    """Per process: the tokenizer layer and the masking vocabulary. The layer runs eagerly: a window's lines are one
+    batch of a few dozen ops, and tracing and optimizing them into a graph function before the first window costs
+    more than it saves."""
     key = (vocab_file, do_lower_case)
     if _TOKENIZER.get("key") != key:
         import tensorflow as tf
@@ -47,9 +49,8 @@ def _tokenizer_state(vocab_file: str, do_lower_case: bool):
         from bert_tf.tokenization import BertTokenizerLayer
 
         layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
-        tokenize = tf.function(lambda lines: layer(lines), autograph=False,
-                               input_signature=[tf.TensorSpec([None], tf.string)])
-        _TOKENIZER.update(key=key, tokenize=tokenize, vocab=MaskingVocab.from_tokens(layer.vocab),
+        _TOKENIZER.update(key=key, tokenize=lambda lines: layer(tf.constant(lines, tf.string)),
+                          vocab=MaskingVocab.from_tokens(layer.vocab),
                           cls=layer.vocab.index("[CLS]"), sep=layer.vocab.index("[SEP]"))
     return _TOKENIZER
 
