@@ -124,7 +124,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
                 scores["best_f1"], threshold = squad_eval.best_threshold(predict_data, best_non_null, null_odds)
                 scores["best_f1_thresh"] = threshold
                 predictions = {q: "" if null_odds[q] > threshold else best_non_null[q] for q in best_non_null}
-            scores.update(squad_eval.evaluate(predict_data, predictions))
+            scores.update(squad_eval.evaluate(predict_data, predictions, version_2=version_2))
         return scores, (predictions, nbest, null_odds), threshold
 
     build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy,  # noqa: E731

@@ -1,5 +1,11 @@
 """SQuAD exact match and F1 as the official evaluation scripts (v1.1 and v2.0) define them, and the v2.0 search for
-the best no-answer threshold."""
+the best no-answer threshold.
+
+The two scripts differ where an answer normalises to nothing (it is only articles and punctuation, or empty): v2.0
+drops such gold answers (a question left with none has the empty answer as its gold) and gives F1 1 when prediction
+and gold are both empty, while v1.1 keeps every gold answer as given and gives F1 0 whenever no token is shared, so
+an empty prediction against an empty gold scores EM 1 and F1 0 there. `version_2` picks the rules.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +27,11 @@ def exact_match(prediction: str, gold: str) -> float:
     return float(normalize_answer(prediction) == normalize_answer(gold))
 
 
-def f1_score(prediction: str, gold: str) -> float:
-    """Token-overlap F1 of the normalised strings; an empty answer scores 1 only against an empty answer."""
+def f1_score(prediction: str, gold: str, version_2: bool = True) -> float:
+    """Token-overlap F1 of the normalised strings. v2.0: an empty answer scores 1 only against an empty answer; v1.1:
+    no shared token scores 0, empty against empty included."""
     predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if not predicted or not expected:
+    if version_2 and (not predicted or not expected):
         return float(predicted == expected)
     common = collections.Counter(predicted) & collections.Counter(expected)
     overlap = sum(common.values())
@@ -34,40 +41,42 @@ def f1_score(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def gold_answers(qa: dict) -> list[str]:
-    """The gold texts of one SQuAD question; an unanswerable (v2.0) question's gold is the empty answer."""
-    texts = [a["text"] for a in qa.get("answers", []) if normalize_answer(a["text"])]
+def gold_answers(qa: dict, version_2: bool = True) -> list[str]:
+    """The gold texts of one SQuAD question: v2.0 leaves out those that normalise to nothing; a question without
+    any (unanswerable) has the empty answer as its gold, in v1.1 too, whose script has no rule for it."""
+    texts = [a["text"] for a in qa.get("answers", []) if not version_2 or normalize_answer(a["text"])]
     return texts or [""]
 
 
-def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, threshold: float = 1.0) -> dict:
-    """Official figures in percent: `exact`, `f1`, `total`, and for v2.0 data `HasAns_*` / `NoAns_*`.
+def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, threshold: float = 1.0,
+             version_2: bool = True) -> dict:
+    """Official figures in percent: `exact`, `f1`, `total`, and with `version_2` `HasAns_*` / `NoAns_*` for the
+    questions with answers and those without, where there are any (False: v1.1's rules and figures).
 
     `dataset` is the `data` list of a SQuAD JSON file; `predictions` maps question id to answer text. With
-    `na_probs` (question id -> no-answer score), answers whose score exceeds `threshold` count as "no answer".
-    Questions without a prediction score 0, as in the official script.
+    `na_probs` (question id -> no-answer score), answers whose score exceeds `threshold` count as "no answer",
+    right exactly when the question has no answers. Questions without a prediction score 0, as v1.1's script
+    scores them (v2.0's needs a prediction for every question).
     """
     exact, f1, has_answer = {}, {}, {}
     for article in dataset:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 qid = qa["id"]
-                golds = gold_answers(qa)
-                has_answer[qid] = golds != [""]
+                golds = gold_answers(qa, version_2)
+                has_answer[qid] = bool(qa.get("answers"))
                 if qid not in predictions:
                     exact[qid] = f1[qid] = 0.0
-                    continue
-                prediction = predictions[qid]
-                if na_probs is not None and na_probs.get(qid, 0.0) > threshold:
-                    prediction = ""
-                exact[qid] = max(exact_match(prediction, g) for g in golds)
-                f1[qid] = max(f1_score(prediction, g) for g in golds)
+                elif na_probs is not None and na_probs.get(qid, 0.0) > threshold:  # "no answer": right if none
+                    exact[qid] = f1[qid] = float(not has_answer[qid])
+                else:
+                    exact[qid] = max(exact_match(predictions[qid], g) for g in golds)
+                    f1[qid] = max(f1_score(predictions[qid], g, version_2) for g in golds)
     results = _summary(exact, f1, list(exact))
-    has = [q for q in exact if has_answer[q]]
-    no = [q for q in exact if not has_answer[q]]
-    if has and no:
-        results.update({f"HasAns_{k}": v for k, v in _summary(exact, f1, has).items()})
-        results.update({f"NoAns_{k}": v for k, v in _summary(exact, f1, no).items()})
+    for prefix, answered in (("HasAns", True), ("NoAns", False)):
+        ids = [q for q in exact if has_answer[q] == answered]
+        if version_2 and ids:
+            results.update({f"{prefix}_{k}": v for k, v in _summary(exact, f1, ids).items()})
     return results
 
 
@@ -87,7 +96,7 @@ def best_threshold(dataset: list, predictions: dict, na_probs: dict, metric: str
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 golds = gold_answers(qa)
-                has_answer[qa["id"]] = golds != [""]
+                has_answer[qa["id"]] = bool(qa.get("answers"))
                 prediction = predictions.get(qa["id"], "")
                 scores[qa["id"]] = max(score_fn(prediction, g) for g in golds)
     current = best = float(sum(not has for has in has_answer.values()))  # everything "no answer"

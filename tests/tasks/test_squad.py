@@ -36,6 +36,64 @@ def test_official_metrics_on_hand_made_cases():
     assert (best, threshold) == (pytest.approx(100 * (1 + 2 / 3 + 1) / 3), 2.0)
 
 
+# Answers and predictions for the comparison with the official scripts: words, articles in both cases, text that
+# normalises to nothing (punctuation, articles, empty), punctuation inside words, non-ASCII letters.
+PIECES = ["Denver", "Broncos", "the", "The", "a", "An", "1990", "in", ".", "!!", "", "café", "U.S.", "co-op", "ÉTÉ",
+          "Panthers", "(2016)", "'s"]
+
+
+def _random_dataset(rng, version_2):
+    def text():
+        return " ".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 4)))
+
+    qas = []
+    for i in range(60):
+        answers = [{"text": text()} for _ in range(rng.randrange(0 if version_2 else 1, 4))]
+        qas.append({"id": f"q{i}", "answers": answers})
+    return [{"paragraphs": [{"context": "...", "qas": qas}]}]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_scores_equal_the_official_scripts_of_each_version(seed):
+    """Against the official v1.1 and v2.0 rules as tests/reference/squad_official.py writes them, on random questions
+    whose answers and predictions include text that normalises to nothing, where the two scripts differ."""
+    from tests.reference import squad_official
+
+    rng = random.Random(seed)
+    data = _random_dataset(rng, version_2=False)
+    predictions = {qa["id"]: " ".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 3)))
+                   for qa in data[0]["paragraphs"][0]["qas"] if rng.random() < 0.95}  # a few questions unanswered
+    ours = squad_eval.evaluate(data, predictions, version_2=False)
+    official = squad_official.v1_1(data, predictions)
+    assert (ours["exact"], ours["f1"]) == (pytest.approx(official["exact_match"], rel=1e-12),
+                                           pytest.approx(official["f1"], rel=1e-12))
+    assert not any(key.startswith(("HasAns", "NoAns")) for key in ours)
+
+    data = _random_dataset(rng, version_2=True)
+    ids = [qa["id"] for qa in data[0]["paragraphs"][0]["qas"]]
+    predictions = {q: " ".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 3))) for q in ids}
+    na_probs = {q: round(rng.uniform(-3, 3), 1) for q in ids}  # rounded: ties, which the threshold search orders
+    for probs, threshold in ((None, 1.0), (na_probs, 0.5), (na_probs, -1.0)):
+        ours = squad_eval.evaluate(data, predictions, probs, threshold)
+        official = squad_official.v2_0(data, predictions, probs, threshold)
+        assert ours.keys() == official.keys()
+        assert ours == {key: pytest.approx(value, rel=1e-12) for key, value in official.items()}
+    for metric in ("f1", "exact"):
+        best, at = squad_eval.best_threshold(data, predictions, na_probs, metric)
+        official_best, official_at = squad_official.v2_0_best_threshold(data, predictions, na_probs, metric)
+        assert (best, at) == (pytest.approx(official_best, rel=1e-12), official_at)
+
+
+def test_an_answer_of_only_articles_scores_as_each_script_scores_it():
+    data = [{"paragraphs": [{"context": "...", "qas": [{"id": "q", "answers": [{"text": "The"}]}]}]}]
+    # v1.1 keeps the gold "The" (normalised: empty) and shares no token with "a": EM 100, F1 0
+    assert squad_eval.evaluate(data, {"q": "a"}, version_2=False) == {"exact": 100.0, "f1": 0.0, "total": 1}
+    # v2.0 drops it, leaving the empty answer, which the empty prediction matches in both figures; the question
+    # still counts as answerable (it has an answer)
+    assert squad_eval.evaluate(data, {"q": "a"}) == {"exact": 100.0, "f1": 100.0, "total": 1, "HasAns_exact": 100.0,
+                                                     "HasAns_f1": 100.0, "HasAns_total": 1}
+
+
 def _squad_file(path, paragraphs):
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
     return str(path)
