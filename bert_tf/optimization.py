@@ -10,7 +10,8 @@ Three optimizers:
 - "adamw": Keras's AdamW, which is bias-corrected: its update is `sqrt(1 - β2^t) / (1 - β1^t)` times the
   original's (0.54x at step 350, 0.80x at step 1,000), so the same learning rate trains differently for thousands
   of steps, i.e. for a whole GLUE fine-tuning run.
-- "lamb": Keras's LAMB (You et al., 2019), for large batches; its weight decay is outside the trust ratio.
+- "lamb": LAMB (You et al., 2019), for large batches: bias-corrected Adam with the decay inside each layer's trust
+  ratio, LayerNorm and biases left out of both (`Lamb`).
 
 Beyond these, three things are added to Keras:
 
@@ -292,15 +293,56 @@ def _tf_variable(variable):
     return variable.value if isinstance(variable, keras.Variable) else variable
 
 
+def _value(variable):
+    """The current value of a Keras or TF variable, as a tensor."""
+    return tf.convert_to_tensor(_tf_variable(variable))
+
+
 def _handle(variable):
     return _tf_variable(variable).handle
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Lamb(_ReplicaAware, keras.optimizers.Lamb):
-    """Keras LAMB (You et al., 2019) with replica-correct clipping and non-finite step skipping."""
+    """LAMB as its paper (You et al., 2019, Algorithm 2) defines it, with LayerNorm and biases excluded as the BERT
+    pretraining code built on it excludes them (Model Garden's `LAMB`, whose layer-adaptation exclusions default to
+    its weight-decay exclusions), plus replica-correct clipping and non-finite step skipping.
+
+    Per variable, with `g` the clipped gradient and `lr` the scheduled rate: `m = β1 m + (1 - β1) g`,
+    `v = β2 v + (1 - β2) g²`, the bias-corrected Adam direction `r = (m / (1 - β1^t)) / (sqrt(v / (1 - β2^t)) + ε)`,
+    the decay added to it, `u = r + weight_decay * param`, and the layer's trust ratio scaling the step:
+    `param -= lr * (‖param‖ / ‖u‖) * u` (ratio 1 where either norm is 0). LayerNorm and bias variables take neither
+    the decay nor the trust ratio: `param -= lr * r`. Keras's own `Lamb` applies the decay apart, before the step,
+    and scales every variable, LayerNorm and biases included, by `‖param‖ / ‖r‖`.
+    """
 
     kind = "lamb"
+
+    def _apply_weight_decay(self, variables):
+        del variables  # each variable's decay is part of its update, inside the trust ratio (`update_step`)
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        grad = tf.cast(gradient, dtype)
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
+        next_m = beta_1 * _value(m) + (1.0 - beta_1) * grad
+        next_v = beta_2 * _value(v) + (1.0 - beta_2) * tf.square(grad)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+        update = (next_m / (1.0 - tf.pow(beta_1, step))) / (tf.sqrt(next_v / (1.0 - tf.pow(beta_2, step)))
+                                                             + tf.constant(self.epsilon, dtype))
+        ratio = tf.constant(1.0, dtype)
+        if self._use_weight_decay(variable):  # not LayerNorm or a bias: decay and trust ratio
+            value = _value(variable)
+            if self.weight_decay:
+                update += tf.constant(self.weight_decay, dtype) * value
+            weight_norm, update_norm = tf.norm(value), tf.norm(update)
+            ratio = tf.where((weight_norm > 0) & (update_norm > 0),
+                             weight_norm / tf.where(update_norm > 0, update_norm, 1.0), ratio)
+        self.assign_sub(variable, tf.cast(learning_rate, dtype) * ratio * update)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -40,6 +40,43 @@ def test_original_adamw_is_the_originals_update_with_clipping_and_schedule():
     assert not np.allclose(variables_adamw[0].numpy(), want["layer/dense/kernel"], rtol=1e-3)
 
 
+def test_lamb_is_the_papers_with_the_decay_inside_the_trust_ratio_and_layer_norm_and_biases_left_out():
+    """create_optimizer("lamb") over 8 updates (warmup 3 of 8, some steps clipped) against the reference LAMB in
+    float64: a kernel, a kernel starting at zero (trust ratio 1), a bias and a LayerNorm gamma (no decay, no ratio).
+    Keras's own Lamb, which decays apart from the ratio and scales every variable, ends elsewhere."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.optimization import NO_DECAY_PATTERN, create_optimizer, warmup_linear_decay
+
+    rng = np.random.default_rng(1)
+    start = {"layer/dense/kernel": rng.normal(size=(5, 7)), "head/dense/kernel": np.zeros((7, 3)),
+             "layer/dense/bias": rng.normal(size=7), "layer/LayerNorm/gamma": 1 + 0.1 * rng.normal(size=7)}
+    grads = [{k: rng.normal(size=v.shape) * (0.05 if t % 2 else 1.0) for k, v in start.items()} for t in range(8)]
+
+    def run(optimizer):
+        variables = [keras.Variable(v, dtype="float64", name=k.split("/")[-1]) for k, v in start.items()]
+        for g in grads:
+            optimizer.apply([tf.constant(g[k], tf.float64) for k in start], variables)
+        return {name: variable.numpy() for name, variable in zip(start, variables)}
+
+    ours = run(create_optimizer(1e-2, num_train_steps=8, num_warmup_steps=3, optimizer="lamb"))
+    want, reference = dict(start), ref.Lamb(1e-2, 8, 3)
+    for g in grads:
+        want = reference.apply(want, g)
+    # float64 variables; the learning rate is float32, as the schedule makes it (3e-8 of each update)
+    for name in start:
+        np.testing.assert_allclose(ours[name], want[name], rtol=0, atol=1e-8, err_msg=name)
+    assert np.abs(want["head/dense/kernel"]).max() > 1e-3  # it moved: ratio 1 while its norm was 0
+
+    keras_lamb = keras.optimizers.Lamb(learning_rate=warmup_linear_decay(1e-2, 8, 3), weight_decay=0.01,
+                                       global_clipnorm=1.0)
+    keras_lamb.exclude_from_weight_decay(var_names=[NO_DECAY_PATTERN])
+    theirs = run(keras_lamb)
+    for name in ("layer/dense/kernel", "layer/LayerNorm/gamma"):
+        assert not np.allclose(theirs[name], want[name], rtol=0, atol=1e-5), name
+
+
 @pytest.mark.parametrize("clip_norm", [1.0, 73.7964664525592, 1e6])
 def test_clipping_is_the_originals_clip_by_global_norm_bit_for_bit(clip_norm):
     """The clipping before the update is `tf.clip_by_global_norm`, the op sequence the original ran (each tensor's

@@ -257,3 +257,30 @@ class AdamWeightDecay:
             self.m[name], self.v[name] = m, v
         self.step += 1
         return params
+
+
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al., 2019, Algorithm 2) after the same clipping and under the same schedule as `AdamWeightDecay`,
+    for the `lamb` option (not the original's optimizer; written from the paper, and from Model Garden's description
+    of which variables it leaves out): bias-corrected moments, the Adam direction plus the weight decay, scaled by the
+    layer's ||w|| / ||direction|| (1 where a norm is 0); LayerNorm and bias variables get neither decay nor scaling."""
+
+    def apply(self, params, grads):
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
+        scale = self.clip_norm / max(norm, self.clip_norm)
+        rate = learning_rate(self.step, *self.schedule)
+        t = self.step + 1
+        for name, grad in grads.items():
+            grad = grad * scale
+            m = self.beta_1 * self.m.get(name, 0.0) + (1 - self.beta_1) * grad
+            v = self.beta_2 * self.v.get(name, 0.0) + (1 - self.beta_2) * grad ** 2
+            direction = (m / (1 - self.beta_1 ** t)) / (np.sqrt(v / (1 - self.beta_2 ** t)) + self.epsilon)
+            trust = 1.0
+            if not no_decay(name):
+                direction = direction + self.weight_decay_rate * params[name]
+                w, d = np.linalg.norm(params[name]), np.linalg.norm(direction)
+                trust = w / d if w > 0 and d > 0 else 1.0
+            params[name] = params[name] - rate * trust * direction
+            self.m[name], self.v[name] = m, v
+        self.step += 1
+        return params
