@@ -168,8 +168,31 @@ class _ReplicaAware:
         return grads if self._clips_here() else super()._clip_gradients(grads)
 
 
+class _DecayExclusions:
+    """Mixin for a Keras optimizer: the names of the variables spared weight decay (regular expressions, default
+    LayerNorm's and the biases', `NO_DECAY_PATTERN`) are part of its config. Keras leaves what
+    `exclude_from_weight_decay` was given out of `get_config`, so an optimizer rebuilt from one (the compiled
+    optimizer of a `model.keras` that `keras.saving.load_model` reloads) would decay every variable."""
+
+    def __init__(self, *args, weight_decay_exclusions=(NO_DECAY_PATTERN,), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.exclude_from_weight_decay(var_names=list(weight_decay_exclusions))
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        if var_list:
+            raise ValueError(f"{type(self).__name__} spares variables from weight decay by name (var_names), which "
+                             "its config saves; variables themselves cannot be saved")
+        super().exclude_from_weight_decay(var_names=var_names)
+        self._weight_decay_exclusions = list(var_names or ())
+
+    def get_config(self):
+        config = super().get_config()
+        config["weight_decay_exclusions"] = list(self._weight_decay_exclusions)
+        return config
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class AdamW(_ReplicaAware, keras.optimizers.AdamW):
+class AdamW(_ReplicaAware, _DecayExclusions, keras.optimizers.AdamW):
     """Keras AdamW (bias-corrected) with replica-correct clipping and non-finite step skipping, and Adam's update in
     one kernel.
 
@@ -303,7 +326,7 @@ def _handle(variable):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class Lamb(_ReplicaAware, keras.optimizers.Lamb):
+class Lamb(_ReplicaAware, _DecayExclusions, keras.optimizers.Lamb):
     """LAMB as its paper (You et al., 2019, Algorithm 2) defines it, with LayerNorm and biases excluded as the BERT
     pretraining code built on it excludes them (Model Garden's `LAMB`, whose layer-adaptation exclusions default to
     its weight-decay exclusions), plus replica-correct clipping and non-finite step skipping.
@@ -382,8 +405,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     schedule = warmup_linear_decay(learning_rate, num_train_steps, num_warmup_steps)
     cls = {"original_adamw": OriginalAdamW, "adamw": AdamW, "lamb": Lamb}[optimizer]
     opt = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
-              global_clipnorm=clipnorm or None)
-    opt.exclude_from_weight_decay(var_names=[NO_DECAY_PATTERN])
+              global_clipnorm=clipnorm or None)  # LayerNorm and biases are spared decay by default
     return LossScaleOptimizer(opt) if loss_scale else opt
 
 

@@ -106,17 +106,37 @@ def test_clipping_is_the_originals_clip_by_global_norm_bit_for_bit(clip_norm):
     assert np.array_equal(ours[0].numpy(), grads[0].numpy()) == (clip_norm > norm)  # clipped where the norm is above
 
 
-def test_original_adamw_round_trips_through_keras_serialization():
+@pytest.mark.parametrize("kind", ["original_adamw", "adamw", "lamb"])
+def test_an_optimizer_round_trips_through_keras_serialization_sparing_layer_norm_and_biases(kind, tmp_path):
+    """Rebuilt from its config, alone or as the compiled optimizer of a saved model, an optimizer still spares
+    LayerNorm and biases from weight decay (Keras leaves the exclusions out of the config), also from a config
+    saved without them."""
     import keras
 
     from bert_tf.optimization import OriginalAdamW, create_optimizer
 
-    opt = create_optimizer(1e-4, 100, 10)
-    assert isinstance(opt, OriginalAdamW)
+    def spared(optimizer):
+        names = ("kernel", "bias", "gamma", "beta", "embeddings")
+        return {name for name in names if not optimizer._use_weight_decay(keras.Variable([1.0], name=name))}
+
+    opt = create_optimizer(1e-4, 100, 10, optimizer=kind)
+    assert spared(opt) == {"bias", "gamma", "beta"}
     again = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
-    assert type(again) is OriginalAdamW and again.get_config() == opt.get_config()
-    with pytest.raises(ValueError, match="no AMSGrad"):
-        OriginalAdamW(amsgrad=True)
+    assert type(again) is type(opt) and again.get_config() == opt.get_config() and spared(again) == spared(opt)
+    config = keras.optimizers.serialize(opt)
+    del config["config"]["weight_decay_exclusions"]  # as a model saved before the key existed
+    assert spared(keras.optimizers.deserialize(config)) == spared(opt)
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=opt, loss="mse")
+    model.train_on_batch(np.ones((2, 3)), np.zeros((2, 2)))  # builds the optimizer's variables, which are saved
+    model.save(tmp_path / "model.keras")
+    assert spared(keras.saving.load_model(tmp_path / "model.keras").optimizer) == spared(opt)
+    with pytest.raises(ValueError, match="by name"):
+        opt.exclude_from_weight_decay(var_list=[model.layers[0].kernel])
+    if kind == "original_adamw":
+        with pytest.raises(ValueError, match="no AMSGrad"):
+            OriginalAdamW(amsgrad=True)
 
 
 def test_model_fit_traces_the_training_step_once_and_trains(tiny_config):
