@@ -266,6 +266,7 @@ class Lamb(AdamWeightDecay):
     layer's ||w|| / ||direction|| (1 where a norm is 0); LayerNorm and bias variables get neither decay nor scaling."""
 
     def apply(self, params, grads):
+        grads = {name: g for name, g in grads.items() if g is not None}
         norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
         scale = self.clip_norm / max(norm, self.clip_norm)
         rate = learning_rate(self.step, *self.schedule)
