@@ -100,7 +100,11 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     if options.do_predict:
         predict_examples, predict_data = source(predict_file, "validation", False)
         predict_features, predict_inputs = squad.window_features(predict_examples, vocab_file, **convert)
-        has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
+        questions = [qa for a in predict_data for p in a["paragraphs"] for qa in p["qas"]]
+        has_answers = any(qa.get("answers") for qa in questions)
+        # scored by the v2.0 script's rules for a v2.0 model, or for data with unanswerable questions, which v1.1's
+        # script cannot score
+        scored_as_v2 = version_2 or any(qa.get("is_impossible") or not qa.get("answers") for qa in questions)
         cells = len(finetuning.grid(options))
         if options.do_train and cells > 1 and not has_answers:
             raise DataError(f"--predict_file={predict_file or tfds_name}: no answers to score the grid's {cells} "
@@ -124,7 +128,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
                 scores["best_f1"], threshold = squad_eval.best_threshold(predict_data, best_non_null, null_odds)
                 scores["best_f1_thresh"] = threshold
                 predictions = {q: "" if null_odds[q] > threshold else best_non_null[q] for q in best_non_null}
-            scores.update(squad_eval.evaluate(predict_data, predictions, version_2=version_2))
+            scores.update(squad_eval.evaluate(predict_data, predictions, version_2=scored_as_v2))
         return scores, (predictions, nbest, null_odds), threshold
 
     build = lambda: FAMILY.build_model(None, config, options.dropout_rate, options.policy,  # noqa: E731

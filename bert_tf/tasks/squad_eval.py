@@ -53,10 +53,10 @@ def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, thr
     """Official figures in percent: `exact`, `f1`, `total`, and with `version_2` `HasAns_*` / `NoAns_*` for the
     questions with answers and those without, where there are any (False: v1.1's rules and figures).
 
-    `dataset` is the `data` list of a SQuAD JSON file; `predictions` maps question id to answer text. With
-    `na_probs` (question id -> no-answer score), answers whose score exceeds `threshold` count as "no answer",
-    right exactly when the question has no answers. Questions without a prediction score 0, as v1.1's script
-    scores them (v2.0's needs a prediction for every question).
+    `dataset` is the `data` list of a SQuAD JSON file; `predictions` maps question id to answer text. Answers whose
+    no-answer score (`na_probs`: question id -> score; v2.0 takes a missing one as 0) exceeds `threshold` count as
+    "no answer", right exactly when the question has no answers. Questions without a prediction score 0, as v1.1's
+    script scores them (v2.0's needs a prediction for every question).
     """
     exact, f1, has_answer = {}, {}, {}
     for article in dataset:
@@ -67,7 +67,8 @@ def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, thr
                 has_answer[qid] = bool(qa.get("answers"))
                 if qid not in predictions:
                     exact[qid] = f1[qid] = 0.0
-                elif na_probs is not None and na_probs.get(qid, 0.0) > threshold:  # "no answer": right if none
+                elif (version_2 or na_probs is not None) and (na_probs or {}).get(qid, 0.0) > threshold:
+                    # "no answer" (v2.0's script takes a missing probability as 0): right if there is none
                     exact[qid] = f1[qid] = float(not has_answer[qid])
                 else:
                     exact[qid] = max(exact_match(predictions[qid], g) for g in golds)

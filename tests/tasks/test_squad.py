@@ -73,7 +73,7 @@ def test_scores_equal_the_official_scripts_of_each_version(seed):
     ids = [qa["id"] for qa in data[0]["paragraphs"][0]["qas"]]
     predictions = {q: " ".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 3))) for q in ids}
     na_probs = {q: round(rng.uniform(-3, 3), 1) for q in ids}  # rounded: ties, which the threshold search orders
-    for probs, threshold in ((None, 1.0), (na_probs, 0.5), (na_probs, -1.0)):
+    for probs, threshold in ((None, 1.0), (None, -1.0), (na_probs, 0.5), (na_probs, -1.0)):
         ours = squad_eval.evaluate(data, predictions, probs, threshold)
         official = squad_official.v2_0(data, predictions, probs, threshold)
         assert ours.keys() == official.keys()
