@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import unicodedata
 
 import keras
@@ -284,9 +285,10 @@ def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: b
 def load_tensorflow_text():
     """The `tensorflow_text` module, imported at first use (processes that never tokenize in-graph skip it) and
     without garbage collections (`bert_tf.heap`), which would walk TensorFlow's objects several times over."""
-    with collector_paused():
-        import tensorflow_text
-    return tensorflow_text
+    if "tensorflow_text" not in sys.modules:  # the pause is process-wide: only for the import itself
+        with collector_paused():
+            import tensorflow_text  # noqa: F401
+    return sys.modules["tensorflow_text"]
 
 
 def _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization):

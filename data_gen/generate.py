@@ -1,13 +1,13 @@
 """Corpus -> masked-LM + next-sentence TFRecords: streaming, parallel and deterministic.
 
 The corpus is read as a stream of documents grouped into windows of `window_size` documents. The main process
-tokenizes each window in-graph (TensorFlow is loaded once, here) and hands the token ids to a worker process, which
-runs `window.build_window` without TensorFlow: shuffle the documents, build pairs (`instances`) `dupe_factor`
-times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes (`records`),
-then appends them to the window's shard itself (`appender`), in window order (window k to shard k mod shards); only
-statistics come back. A window's generators are seeded by (random_seed, window index) alone, so its bytes do not
-depend on which worker made it. Memory is bounded by the windows in flight (2 per worker), whatever the corpus
-size. The random-next pool is the window.
+tokenizes each window with TensorFlow's ops (TensorFlow is loaded once, here) and hands the token ids to a worker
+process, which runs `window.build_window` without TensorFlow: shuffle the documents, build pairs (`instances`)
+`dupe_factor` times, mask them (`masking`), shuffle the instances, encode them and frame them as TFRecord file bytes
+(`records`), then appends them to the window's shard itself (`appender`), in window order (window k to shard k mod
+shards); only statistics come back. A window's generators are seeded by (random_seed, window index) alone, so its
+bytes do not depend on which worker made it. Memory is bounded by the windows in flight (2 per worker), whatever the
+corpus size. The random-next pool is the window.
 """
 
 from __future__ import annotations

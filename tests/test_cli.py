@@ -271,7 +271,8 @@ def main(argv):
     cycle = []
     cycle.append(cycle)
     del cycle
-    print("in main:", gc.get_freeze_count() > 0, "and its own garbage collected:", gc.collect() > 0, flush=True)
+    print("in main:", gc.get_freeze_count() > 0, "collector on:", gc.isenabled(), "its own garbage collected:",
+          gc.collect() > 0, flush=True)
     with open(flags.FLAGS.output_file, "w") as f:
         f.write("written")
     if argv[-1] == "fail":
@@ -290,5 +291,6 @@ def test_a_command_hands_the_interpreter_a_frozen_heap_to_tear_down(ending, tmp_
     done = forking.python(["-c", FREEZE_PROBE, f"--output_file={out}", ending], cwd=ROOT, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == (0 if ending == "ok" else 1), done.stderr
-    assert done.stdout.splitlines() == ["in main: True and its own garbage collected: True", "at teardown: True"]
+    assert done.stdout.splitlines() == ["in main: True collector on: True its own garbage collected: True",
+                                        "at teardown: True"]
     assert out.read_text() == "written"
