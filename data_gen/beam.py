@@ -146,10 +146,14 @@ def parse_args(argv=None):
     parser.add_argument("--vocab_file", required=True)
     parser.add_argument("--num_output_shards", type=int, default=0)
     parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--global_shuffle", nargs="?", const="true")  # refused below, not passed on to Beam
     for field in dataclasses.fields(Options):  # the same generation flags as create_pretraining_data
         kind = type(field.default)
         parser.add_argument(f"--{field.name}", type=json.loads if kind is bool else kind, default=field.default)
     args, beam_args = parser.parse_known_args(argv)
+    if args.global_shuffle not in (None, "false", "False", "0"):
+        parser.error("--global_shuffle is create_pretraining_data's (a second pass over the output on one "
+                     "machine); a Beam run has no such pass, and the runner orders the records in its shards")
     options = Options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Options)})
     return args, options, [a for a in beam_args if a != "--"]
 

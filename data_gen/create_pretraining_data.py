@@ -36,6 +36,8 @@ flags.DEFINE_bool("random_next_sentence", True, "Make half the pairs' B a random
 flags.DEFINE_integer("num_output_shards", None, "With a directory --output_file: number of shards.")
 flags.DEFINE_integer("num_workers", 1, "Worker processes; the output does not depend on it.")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+flags.DEFINE_bool("global_shuffle", False, "Shuffle the records across all windows and shards, as the original "
+                  "shuffles all of its instances (a second pass over the output; memory stays bounded).")
 flags.DEFINE_integer("window_size", 1000, "Documents per window: the unit of shuffling, random-next sampling and "
                      "parallel work (memory grows with it, not with the corpus).")
 flags.mark_flags_as_required(["output_file", "vocab_file"])
@@ -59,7 +61,7 @@ def main(argv):
         corpus = corpus_from_flags(f.input_file, f.tfds_name, f.tfds_split, f.tfds_text_key, f.tfds_data_dir,
                                    f.tfds_keep_line_breaks)
         meta = generate(corpus, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
-                        num_workers=f.num_workers, gzip=f.gzip)
+                        num_workers=f.num_workers, gzip=f.gzip, global_shuffle=f.global_shuffle)
     except (CorpusError, VocabError, ValueError) as e:
         fail(e)
     except (Terminated, KeyboardInterrupt) as e:  # `generate` has shut its workers down and removed its files

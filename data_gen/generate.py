@@ -123,7 +123,7 @@ def _sigterm_stops():
 
 
 def generate(input_files, output_files: list[str], vocab_file: str, options: Options = Options(), num_workers=1,
-             gzip=False, progress=True) -> dict:
+             gzip=False, progress=True, global_shuffle=False) -> dict:
     """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`). `input_files`:
     `--input_file`'s files and globs, or a corpus (`documents.as_corpus`: a TFDS dataset, `tfds_corpus`).
 
@@ -131,6 +131,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     the run that wrote the directory before (`writer.ShardWriter.commit`); a run that fails or is stopped leaves
     the earlier set and its metadata as they were. SIGTERM stops the run like Ctrl-C (`Terminated`), and the
     workers end with this process however it ends (`window.exit_with_parent`).
+
+    With `global_shuffle` the records are then shuffled across all windows and shards (`shuffle`), as the
+    original shuffles all of its instances; without, each window's are shuffled among themselves.
 
     With `num_workers` > 1 the workers are spawned processes (TensorFlow is not fork-safe), which re-import the
     calling script: call this under `if __name__ == "__main__":` and keep TensorFlow imports out of the script's top
@@ -144,7 +147,7 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
         raise ValueError(f"--num_workers={num_workers} must be at least 1")
     if not output_files:
         raise ValueError("--output_file names no file; give files (comma-separated) or a directory")
-    writer = ShardWriter(output_files, gzip=gzip)
+    writer = ShardWriter(output_files, gzip=gzip, global_shuffle=global_shuffle)
     totals: dict = {}
     started = time.time()
     bar = _progress(progress)
@@ -160,8 +163,11 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             if not totals.get("instances"):
                 raise CorpusError(f"{corpus.describe(parts)}: no instances; the corpus needs at least two non-empty "
                                   "documents separated by a blank line")
+            if global_shuffle:
+                logging.info("shuffling %d instances across windows and shards", totals["instances"])
+                writer.shuffle(options.random_seed)
             metadata = describe_run(corpus.source(parts), output_files, vocab_file, options, gzip, totals,
-                                    writer.counts)
+                                    writer.counts, global_shuffle)
             writer.commit(metadata)
         except BaseException:
             writer.appender.fail()
@@ -171,7 +177,10 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
             raise
         bar.close()
     empty = sum(count == 0 for count in writer.counts)
-    if empty:
+    if empty and global_shuffle:
+        logging.warning("%d of %d shards hold no record: the run made %d records", empty, len(output_files),
+                        totals["instances"])
+    elif empty:
         logging.warning("%d of %d shards hold no record: each takes whole windows of --window_size=%d documents, "
                         "and the corpus filled fewer windows than there are shards; a replica given only empty "
                         "shards has nothing to train on, so write fewer shards or use a smaller --window_size",
@@ -217,13 +226,14 @@ def _run(stream, vocab_file, options, num_workers, appender):
             raise
 
 
-def describe_run(source: dict, output_files, vocab_file, options, gzip, totals, counts) -> dict:
+def describe_run(source: dict, output_files, vocab_file, options, gzip, totals, counts,
+                 global_shuffle=False) -> dict:
     """The contents of `metadata.json` for a run's corpus (`source` of a corpus), summed window statistics and
     its shards' record counts."""
     instances = totals["instances"]
     return {
         "generator": "bert_tf data_gen",
-        "flags": dataclasses.asdict(options) | {"gzip": gzip},
+        "flags": dataclasses.asdict(options) | {"gzip": gzip, "global_shuffle": global_shuffle},
         "vocab_file": fileio.absolute(vocab_file),
         "vocab_sha256": file_sha256(vocab_file),
         **source,

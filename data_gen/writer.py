@@ -12,6 +12,7 @@ from absl import logging
 from bert_tf import fileio, staging
 from bert_tf.records import METADATA_NAME, listed_shards
 from data_gen.appender import WindowAppender
+from data_gen.shuffle import shuffle_files
 
 
 class ShardWriter:
@@ -20,8 +21,9 @@ class ShardWriter:
     its `metadata.json` in place and removes the shards of the run that wrote the directory before, `abort()`
     removes the temporary files and leaves the earlier set as it was.
 
-    A run that dies leaves only `<shard>.tmp-<pid>` files (`staging.staging_name`), never a shard that looks
-    complete; the next run into the directory removes them. The directory's `metadata.json` lists exactly its
+    A run that dies leaves only `<shard>.tmp-<pid>` files (`staging.staging_name`) and, during a global shuffle,
+    a `<first shard>.tmp-<pid>.buckets` directory, never a shard that looks complete; the next run into the
+    directory removes them. The directory's `metadata.json` lists exactly its
     shards, so that a reader can refuse any other file matched beside them (`bert_tf.pretraining.expand_files`).
     Call `abort()` only once no process appends any more (`generate` fails the appender and shuts its workers down
     first).
@@ -31,7 +33,7 @@ class ShardWriter:
     then renamed, before the metadata; local disk must hold one run's output.
     """
 
-    def __init__(self, paths: list[str], gzip: bool = False):
+    def __init__(self, paths: list[str], gzip: bool = False, global_shuffle: bool = False):
         self.paths = [fileio.absolute(p) for p in paths]
         directories = sorted({fileio.dirname(p) for p in self.paths})
         if len(directories) > 1:
@@ -49,8 +51,17 @@ class ShardWriter:
         for path, tmp in zip(self.paths, self._tmp):
             staging.remove_stale(path)  # a killed run's
             open(tmp, "wb").close()  # empty: the workers append to it
-        self.appender = WindowAppender(self._tmp, gzip=gzip)
+        self.gzip, self.global_shuffle = gzip, global_shuffle
+        self.appender = WindowAppender(self._tmp, gzip=gzip and not global_shuffle)  # the shuffle compresses
         self.counts = [0] * len(self.paths)
+
+    def shuffle(self, seed: int) -> None:
+        """With `global_shuffle`, once every window is in: the records shuffled across the windows and shards
+        (`shuffle.shuffle_files`, its buckets in a staging directory that a later run removes if this one is
+        killed), the counts theirs."""
+        work = (os.path.join(self._local, "buckets") if self._local
+                else staging.staging_name(self.paths[0]) + ".buckets")
+        self.counts = shuffle_files(self._tmp, work, seed, gzip=self.gzip)
 
     def count(self, window_index: int, instances: int) -> None:
         """Window `window_index` was appended with `instances` records."""

@@ -107,6 +107,17 @@ def _documented_flags():
     return {name: " ".join(block.split()) for name, block in re.findall(r"```beam-(\w+)\n(.+?)```", text, re.S)}
 
 
+@pytest.mark.parametrize("flag", ["--global_shuffle", "--global_shuffle=true"])
+def test_global_shuffle_is_refused_on_beam_not_passed_to_it(flag, capsys):
+    from data_gen.beam import parse_args
+
+    base = ["--input_file=c.txt", "--output_prefix=out/train", "--vocab_file=v.txt"]
+    with pytest.raises(SystemExit) as stopped:
+        parse_args([*base, flag])
+    assert stopped.value.code == 2 and "--global_shuffle is create_pretraining_data's" in capsys.readouterr().err
+    assert parse_args([*base, "--global_shuffle=false"])[2] == []  # off: nothing reaches Beam
+
+
 def test_the_documented_runner_flags_parse_as_beam_reads_them():
     """Each runner's flags in docs/data.md, after data_gen.beam's own, reach Beam's options as written."""
     from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions,

@@ -358,13 +358,13 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
-def run_generate(corpus, out_dir, vocab_file, workers=1, shards=3, **options):
+def run_generate(corpus, out_dir, vocab_file, workers=1, shards=3, gzip=False, global_shuffle=False, **options):
     from data_gen.generate import Options, generate, output_paths
 
     opts = Options(**{"dupe_factor": 2, "window_size": 100, "max_seq_length": 64, "max_predictions_per_seq": 10,
                       **options})
     return generate(corpus, output_paths(str(out_dir), shards), vocab_file, opts, num_workers=workers,
-                    progress=False)
+                    progress=False, gzip=gzip, global_shuffle=global_shuffle)
 
 
 def read_records(out_dir, seq=64, preds=10, compression=""):
@@ -414,6 +414,54 @@ def test_deterministic_whatever_the_number_of_workers(corpus, vocab_file, tmp_pa
             assert filecmp.cmp(tmp_path / "one" / name, tmp_path / "two" / name, shallow=False), name
     run_generate(corpus, tmp_path / "seed", vocab_file, random_seed=7)
     assert not filecmp.cmp(tmp_path / "one" / names[0], tmp_path / "seed" / names[0], shallow=False)
+
+
+def _raw_shards(out_dir, compression=""):
+    """Each shard's serialized records, in order."""
+    import tensorflow as tf
+
+    return [[r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type=compression)]
+            for path in sorted(out_dir.glob("*.tfrecord"))]
+
+
+def test_global_shuffle_spreads_every_window_over_every_shard_the_same_for_any_workers(corpus, vocab_file,
+                                                                                         tmp_path, monkeypatch):
+    """The records of the windowed run, permuted across windows and shards: each shard draws on every windowed
+    shard in proportion to its size, in no relation to the windowed order; the same bytes for 1 and 2 workers and
+    compressed or not; buckets of a small budget (many per shard) and a killed run's buckets gone."""
+    from data_gen import shuffle
+    from tests.test_staging import _dead_pid
+
+    run_generate(corpus, tmp_path / "plain", vocab_file)
+    plain = _raw_shards(tmp_path / "plain")
+    monkeypatch.setattr(shuffle, "BUDGET_BYTES", 20_000)  # ~14 buckets per shard here
+    (tmp_path / "one").mkdir()
+    stale = tmp_path / "one" / f"pretraining-00000-of-00003.tfrecord.tmp-{_dead_pid()}.buckets"
+    stale.mkdir()
+    meta = run_generate(corpus, tmp_path / "one", vocab_file, global_shuffle=True)
+    run_generate(corpus, tmp_path / "two", vocab_file, workers=2, global_shuffle=True)
+    run_generate(corpus, tmp_path / "gz", vocab_file, gzip=True, global_shuffle=True)
+    # the shards and metadata.json, nothing else: the buckets, and the killed run's, are gone
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == sorted(p.name for p in (tmp_path / "plain").iterdir())
+    assert meta["flags"]["global_shuffle"] is True
+    shuffled = _raw_shards(tmp_path / "one")
+    assert [len(s) for s in shuffled] == [s["instances"] for s in meta["shards"]]
+    assert _raw_shards(tmp_path / "two") == shuffled == _raw_shards(tmp_path / "gz", "GZIP")
+    assert sorted(r for s in shuffled for r in s) == sorted(r for s in plain for r in s)
+    where = {r: (index, position / len(s)) for index, s in enumerate(plain) for position, r in enumerate(s)}
+    share = np.array([len(s) for s in plain]) / sum(len(s) for s in plain)  # windows 0 and 3 in the first
+    for records in shuffled:
+        sources = np.array([where[r][0] for r in records])
+        assert np.abs(np.bincount(sources, minlength=3) / len(records) - share).max() < 0.06
+        # windowed order (where each record sat in its windowed shard) against the shuffled order
+        assert abs(np.corrcoef([where[r][1] for r in records], np.arange(len(records)))[0, 1]) < 0.1
+    monkeypatch.setattr(shuffle, "BUDGET_BYTES", 1 << 30)  # one file within the budget is its own bucket
+    run_generate(corpus, tmp_path / "single", vocab_file, shards=1, global_shuffle=True)
+    run_generate(corpus, tmp_path / "single_plain", vocab_file, shards=1)
+    (single,), (single_plain,) = _raw_shards(tmp_path / "single"), _raw_shards(tmp_path / "single_plain")
+    assert sorted(single) == sorted(single_plain)
+    position = {r: i for i, r in enumerate(single_plain)}
+    assert abs(np.corrcoef([position[r] for r in single], np.arange(len(single)))[0, 1]) < 0.1
 
 
 def test_gzip_and_whole_word_masking(corpus, vocab_file, tmp_path):
