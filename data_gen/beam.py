@@ -147,6 +147,7 @@ def parse_args(argv=None):
     parser.add_argument("--num_output_shards", type=int, default=0)
     parser.add_argument("--gzip", action="store_true")
     parser.add_argument("--global_shuffle", nargs="?", const="true")  # refused below, not passed on to Beam
+    parser.add_argument("--noglobal_shuffle", action="store_true")  # absl's spelling of off: nothing to do
     for field in dataclasses.fields(Options):  # the same generation flags as create_pretraining_data
         kind = type(field.default)
         parser.add_argument(f"--{field.name}", type=json.loads if kind is bool else kind, default=field.default)

@@ -178,8 +178,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
         bar.close()
     empty = sum(count == 0 for count in writer.counts)
     if empty and global_shuffle:
-        logging.warning("%d of %d shards hold no record: the run made %d records", empty, len(output_files),
-                        totals["instances"])
+        logging.warning("%d of %d shards hold no record: the run made only %d records; write fewer shards", empty,
+                        len(output_files), totals["instances"])
     elif empty:
         logging.warning("%d of %d shards hold no record: each takes whole windows of --window_size=%d documents, "
                         "and the corpus filled fewer windows than there are shards; a replica given only empty "

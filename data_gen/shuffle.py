@@ -5,14 +5,16 @@ two-pass external shuffle then turns the shards into a uniformly random permutat
 the same N shards: every record goes to one of B buckets, drawn uniformly at random, then each bucket is read back,
 permuted and written out, the buckets of shard s being s*K .. s*K + K - 1 (B = N * K). A uniform bucket followed by
 a uniform order inside the bucket gives every order of the records the same probability. K is the least that keeps a
-bucket, which is all this holds in memory at once, near `budget_bytes`; the disk holds the output about once over
-(each input is deleted once it is spread, each bucket once it is written). A single file within the budget is its
-own bucket. Free of TensorFlow, deterministic in the
+bucket near `budget_bytes`; memory holds one bucket and a view of each of its records (~200 bytes a record), and the
+disk the uncompressed output about twice over at most (each bucket is deleted once written). A single file within
+the budget is its own bucket. A gzip file's header names no file and no time, so its bytes depend only on the
+records. Free of TensorFlow, deterministic in the
 seed, and the same for any number of workers, since the windows' bytes are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip as gzip_lib
 import math
 import os
@@ -21,6 +23,7 @@ import shutil
 import numpy as np
 
 BUDGET_BYTES = 256 << 20
+OPEN_BUCKETS = 512  # well under the usual limit of 1,024 open files
 _HEADER, _FOOTER = 12, 4  # a framed record: length (uint64) and its CRC, the data, the data's CRC
 
 
@@ -59,19 +62,24 @@ def _chunks(path: str, size: int):
 
 
 def _spread(paths: list[str], bucket_paths: list[str], seed: int, read_bytes: int) -> None:
-    """Every record of the files `paths` appended to a bucket drawn uniformly at random; each file deleted once
-    spread."""
-    outs = [open(p, "wb") for p in bucket_paths]
-    try:
-        for index, path in enumerate(paths):
-            rng = np.random.default_rng([seed, 1, index])
-            for records in _chunks(path, read_bytes):
-                for record, bucket in zip(records, rng.integers(0, len(outs), len(records)).tolist()):
-                    outs[bucket].write(record)
-            os.remove(path)
-    finally:
-        for out in outs:
-            out.close()
+    """Every record of the files `paths` appended to a bucket drawn uniformly at random; the files deleted once
+    spread. At most `OPEN_BUCKETS` bucket files are open at once: with more buckets the files are read once per
+    group of them (each file's draws are the same in every pass)."""
+    for first in range(0, len(bucket_paths), OPEN_BUCKETS):
+        group = range(first, min(first + OPEN_BUCKETS, len(bucket_paths)))
+        outs = {bucket: open(bucket_paths[bucket], "wb") for bucket in group}
+        try:
+            for index, path in enumerate(paths):
+                rng = np.random.default_rng([seed, 1, index])
+                for records in _chunks(path, read_bytes):
+                    for record, bucket in zip(records, rng.integers(0, len(bucket_paths), len(records)).tolist()):
+                        if bucket in outs:
+                            outs[bucket].write(record)
+        finally:
+            for out in outs.values():
+                out.close()
+    for path in paths:
+        os.remove(path)
 
 
 def shuffle_files(paths: list[str], work_dir: str, seed: int, gzip: bool = False,
@@ -94,8 +102,8 @@ def shuffle_files(paths: list[str], work_dir: str, seed: int, gzip: bool = False
         counts = []
         for shard, path in enumerate(paths):
             count = 0
-            with open(path, "wb") as raw:
-                out = gzip_lib.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gzip else raw
+            with open(path, "wb") as raw, (gzip_lib.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6,
+                                                             mtime=0) if gzip else contextlib.nullcontext(raw)) as out:
                 for bucket in range(shard * per_shard, (shard + 1) * per_shard):
                     with open(bucket_paths[bucket], "rb") as f:
                         records = framed_records(f.read())
@@ -105,8 +113,6 @@ def shuffle_files(paths: list[str], work_dir: str, seed: int, gzip: bool = False
                     count += len(records)
                     del records
                     os.remove(bucket_paths[bucket])
-                if gzip:
-                    out.close()
             counts.append(count)
         return counts
     finally:

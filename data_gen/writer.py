@@ -22,15 +22,16 @@ class ShardWriter:
     removes the temporary files and leaves the earlier set as it was.
 
     A run that dies leaves only `<shard>.tmp-<pid>` files (`staging.staging_name`) and, during a global shuffle,
-    a `<first shard>.tmp-<pid>.buckets` directory, never a shard that looks complete; the next run into the
-    directory removes them. The directory's `metadata.json` lists exactly its
+    a `data_gen-buckets.tmp-<pid>` directory, never a shard that looks complete; the next run into the directory
+    removes them. The directory's `metadata.json` lists exactly its
     shards, so that a reader can refuse any other file matched beside them (`bert_tf.pretraining.expand_files`).
     Call `abort()` only once no process appends any more (`generate` fails the appender and shuts its workers down
     first).
 
     An output directory on another filesystem (`gs://...`, `bert_tf.fileio`) cannot be appended to by the workers:
     its shards are built in a local temporary directory and copied there by `commit()`, each under a staging name
-    then renamed, before the metadata; local disk must hold one run's output.
+    then renamed, before the metadata; local disk must hold one run's output (twice its uncompressed size with a
+    global shuffle).
     """
 
     def __init__(self, paths: list[str], gzip: bool = False, global_shuffle: bool = False):
@@ -48,8 +49,10 @@ class ShardWriter:
         self._local = tempfile.mkdtemp(prefix="bert_tf_shards-") if fileio.is_url(self.directory) else None
         self._tmp = [os.path.join(self._local, os.path.basename(path)) if self._local else staging.staging_name(path)
                      for path in self.paths]
-        for path, tmp in zip(self.paths, self._tmp):
+        self._buckets = os.path.join(self.directory, "data_gen-buckets")  # a global shuffle's, while it runs
+        for path in self.paths + ([] if self._local else [self._buckets]):
             staging.remove_stale(path)  # a killed run's
+        for tmp in self._tmp:
             open(tmp, "wb").close()  # empty: the workers append to it
         self.gzip, self.global_shuffle = gzip, global_shuffle
         self.appender = WindowAppender(self._tmp, gzip=gzip and not global_shuffle)  # the shuffle compresses
@@ -59,8 +62,7 @@ class ShardWriter:
         """With `global_shuffle`, once every window is in: the records shuffled across the windows and shards
         (`shuffle.shuffle_files`, its buckets in a staging directory that a later run removes if this one is
         killed), the counts theirs."""
-        work = (os.path.join(self._local, "buckets") if self._local
-                else staging.staging_name(self.paths[0]) + ".buckets")
+        work = os.path.join(self._local, "buckets") if self._local else staging.staging_name(self._buckets)
         self.counts = shuffle_files(self._tmp, work, seed, gzip=self.gzip)
 
     def count(self, window_index: int, instances: int) -> None:

@@ -115,7 +115,8 @@ def test_global_shuffle_is_refused_on_beam_not_passed_to_it(flag, capsys):
     with pytest.raises(SystemExit) as stopped:
         parse_args([*base, flag])
     assert stopped.value.code == 2 and "--global_shuffle is create_pretraining_data's" in capsys.readouterr().err
-    assert parse_args([*base, "--global_shuffle=false"])[2] == []  # off: nothing reaches Beam
+    for off in ("--global_shuffle=false", "--noglobal_shuffle"):
+        assert parse_args([*base, off])[2] == [], off  # off: nothing reaches Beam
 
 
 def test_the_documented_runner_flags_parse_as_beam_reads_them():
