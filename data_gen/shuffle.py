@@ -1,15 +1,15 @@
 """A run's records shuffled across its windows, as the original shuffles all of its instances (`--global_shuffle`).
 
 The windows are written first, each one's records shuffled among themselves, to shard k mod N for window k. This
-two-pass external shuffle then turns the shards into a uniformly random permutation of all the records, cut into
-the same N shards: every record goes to one of B buckets, drawn uniformly at random, then each bucket is read back,
+two-pass external shuffle then turns the shards into a uniformly random permutation of all the records, cut into the
+same N shards: every record goes to one of B buckets, drawn uniformly at random, then each bucket is read back,
 permuted and written out, the buckets of shard s being s*K .. s*K + K - 1 (B = N * K). A uniform bucket followed by
 a uniform order inside the bucket gives every order of the records the same probability. K is the least that keeps a
 bucket near `budget_bytes`; memory holds one bucket and a view of each of its records (~200 bytes a record), and the
 disk the uncompressed output about twice over at most (each bucket is deleted once written). A single file within
 the budget is its own bucket. A gzip file's header names no file and no time, so its bytes depend only on the
-records. Free of TensorFlow, deterministic in the
-seed, and the same for any number of workers, since the windows' bytes are.
+records. Free of TensorFlow, deterministic in the seed, and the same for any number of workers, since the windows'
+bytes are.
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ def _spread(paths: list[str], bucket_paths: list[str], seed: int, read_bytes: in
         os.remove(path)
 
 
+def _gzip(raw):
+    """A gzip stream onto the open file `raw` whose header names no file and no time (TF's default level, 6)."""
+    return gzip_lib.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+
+
 def shuffle_files(paths: list[str], work_dir: str, seed: int, gzip: bool = False,
                   budget_bytes: int | None = None) -> list[int]:
     """Shuffles the records of the uncompressed TFRecord files `paths` across all of them, in place (each file
@@ -102,8 +107,7 @@ def shuffle_files(paths: list[str], work_dir: str, seed: int, gzip: bool = False
         counts = []
         for shard, path in enumerate(paths):
             count = 0
-            with open(path, "wb") as raw, (gzip_lib.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6,
-                                                             mtime=0) if gzip else contextlib.nullcontext(raw)) as out:
+            with open(path, "wb") as raw, (_gzip(raw) if gzip else contextlib.nullcontext(raw)) as out:
                 for bucket in range(shard * per_shard, (shard + 1) * per_shard):
                     with open(bucket_paths[bucket], "rb") as f:
                         records = framed_records(f.read())
