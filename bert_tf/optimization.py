@@ -13,7 +13,7 @@ Three optimizers:
 - "lamb": LAMB (You et al., 2019), for large batches: bias-corrected Adam with the decay inside each layer's trust
   ratio, LayerNorm and biases left out of both (`Lamb`).
 
-Beyond these, three things are added to Keras:
+Beyond these, four things are added to Keras:
 
 - the schedule (`LinearWarmup` in front of Keras's `PolynomialDecay`), with the original's step arithmetic;
 - replica-correct clipping and skipping (`_ReplicaAware`): Keras clips each replica's share of the gradient before
@@ -23,6 +23,8 @@ Beyond these, three things are added to Keras:
   replicas never disagree. Gradients are made dense first: the global norm of a gather's IndexedSlices counts
   repeated rows separately. Variables without a gradient are skipped without Keras's warning, as the original's
   optimizer skips them;
+- the variables spared weight decay (LayerNorm's and the biases' by default) saved in the optimizer's config
+  (`_DecayExclusions`), so that an optimizer reloaded with a model spares them too;
 - Keras's AdamW update in TF's fused `ResourceApplyAdam` kernel, one pass per variable; in a graph run op by op
   on this CPU, each float32 variable's `original_adamw` update is one XLA-compiled function with the same rounding
   (`bert_tf.adam_updates`).
