@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import warnings
 import zlib
 
 import tensorflow as tf
@@ -455,7 +456,9 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,
                                       options.eval_batch_size, is_training=False, objective=options.objective,
                                       repeat_eval=options.max_eval_steps is not None)
-        with _naming_damaged_files(files):
+        with _naming_damaged_files(files), warnings.catch_warnings():
+            if options.max_eval_steps is None:  # every record once: Keras warns whenever data of unknown length ends
+                warnings.filterwarnings("ignore", message="Your input ran out of data")
             scores = model.evaluate(dataset, steps=options.max_eval_steps, return_dict=True, verbose=0)
         step = results["train"]["step"] if "train" in results else results["step"]
         scores = {k: float(v) for k, v in scores.items()}

@@ -9,6 +9,7 @@ import shutil
 import socket
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -825,3 +826,8 @@ def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, 
     checkpoints.save_original(BertEncoder(config), tmp_path / "nostep" / "bert_model.ckpt")
     assert step_written("other", dataclasses.replace(evaluate, init_checkpoint=str(
         tmp_path / "nostep" / "bert_model.ckpt"))) == (None, [])
+    # every record once (the quickstart's held-out figures): the end of the data is expected, not warned about
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert step_written("run", dataclasses.replace(evaluate, max_eval_steps=None)) == (7, ["global_step = 7"])
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
