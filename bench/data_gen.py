@@ -24,7 +24,6 @@ them on short documents, put the unused sentences back for the next pair.
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -101,15 +100,10 @@ def measure(kind, corpus, vocab, workers, tmp, dupe_factor=5, original_dir=""):
 
 
 def count_records(path):
-    """Records in a TFRecord file, from its framing (length, length CRC, data, data CRC) alone."""
-    count, size = 0, os.path.getsize(path)
-    with open(path, "rb") as f:
-        position = 0
-        while position < size:
-            f.seek(position)
-            position += 16 + struct.unpack("<Q", f.read(8))[0]
-            count += 1
-    return count
+    """Records in an uncompressed TFRecord file, from its framing alone (`data_gen.shuffle.framed_chunks`)."""
+    from data_gen.shuffle import framed_chunks
+
+    return sum(len(records) for records in framed_chunks(path))
 
 
 def main():

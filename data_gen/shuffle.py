@@ -48,8 +48,9 @@ def framed_records(data) -> list[memoryview]:
     return records
 
 
-def _chunks(path: str, size: int):
-    """The framed records of the file at `path`, read about `size` bytes at a time (whole records each time)."""
+def framed_chunks(path: str, size: int = 64 << 20):
+    """The framed records of the uncompressed TFRecord file at `path`, a list at a time, read about `size` bytes at a
+    time (whole records each time)."""
     with open(path, "rb") as f:
         rest = b""
         while block := f.read(size):
@@ -71,7 +72,7 @@ def _spread(paths: list[str], bucket_paths: list[str], seed: int, read_bytes: in
         try:
             for index, path in enumerate(paths):
                 rng = np.random.default_rng([seed, 1, index])
-                for records in _chunks(path, read_bytes):
+                for records in framed_chunks(path, read_bytes):
                     for record, bucket in zip(records, rng.integers(0, len(bucket_paths), len(records)).tolist()):
                         if bucket in outs:
                             outs[bucket].write(record)
