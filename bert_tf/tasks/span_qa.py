@@ -100,11 +100,8 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     if options.do_predict:
         predict_examples, predict_data = source(predict_file, "validation", False)
         predict_features, predict_inputs = squad.window_features(predict_examples, vocab_file, **convert)
-        questions = [qa for a in predict_data for p in a["paragraphs"] for qa in p["qas"]]
-        has_answers = any(qa.get("answers") for qa in questions)
-        # scored by the v2.0 script's rules for a v2.0 model, or for data with unanswerable questions, which v1.1's
-        # script cannot score
-        scored_as_v2 = version_2 or any(qa.get("is_impossible") or not qa.get("answers") for qa in questions)
+        has_answers = any(qa.get("answers") for a in predict_data for p in a["paragraphs"] for qa in p["qas"])
+        scored_as_v2 = version_2 or squad_eval.has_unanswerable(predict_data)  # v2.0's script's rules
         cells = len(finetuning.grid(options))
         if options.do_train and cells > 1 and not has_answers:
             raise DataError(f"--predict_file={predict_file or tfds_name}: no answers to score the grid's {cells} "

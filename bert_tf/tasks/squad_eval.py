@@ -48,6 +48,13 @@ def gold_answers(qa: dict, version_2: bool = True) -> list[str]:
     return texts or [""]
 
 
+def has_unanswerable(dataset: list) -> bool:
+    """Whether any question of a SQuAD JSON file's `data` has no answer (or says `is_impossible`): v1.1's script
+    cannot score such data, v2.0's can."""
+    return any(qa.get("is_impossible") or not qa.get("answers")
+               for article in dataset for paragraph in article["paragraphs"] for qa in paragraph["qas"])
+
+
 def evaluate(dataset: list, predictions: dict, na_probs: dict | None = None, threshold: float = 1.0,
              version_2: bool = True) -> dict:
     """Official figures in percent: `exact`, `f1`, `total`, and with `version_2` `HasAns_*` / `NoAns_*` for the

@@ -84,6 +84,16 @@ def test_scores_equal_the_official_scripts_of_each_version(seed):
         assert (best, at) == (pytest.approx(official_best, rel=1e-12), official_at)
 
 
+def test_data_with_an_unanswerable_question_is_scored_by_v2_rules():
+    def data(*qas):
+        return [{"paragraphs": [{"context": "...", "qas": list(qas)}]}]
+
+    answered = {"id": "a", "answers": [{"text": "x"}]}
+    assert not squad_eval.has_unanswerable(data(answered))
+    assert squad_eval.has_unanswerable(data(answered, {"id": "b", "answers": []}))
+    assert squad_eval.has_unanswerable(data({"id": "c", "answers": [{"text": "x"}], "is_impossible": True}))
+
+
 def test_an_answer_of_only_articles_scores_as_each_script_scores_it():
     data = [{"paragraphs": [{"context": "...", "qas": [{"id": "q", "answers": [{"text": "The"}]}]}]}]
     # v1.1 keeps the gold "The" (normalised: empty) and shares no token with "a": EM 100, F1 0
