@@ -71,16 +71,21 @@ def is_chief(strategy) -> bool:
         "chief" not in resolver.cluster_spec().as_dict()
 
 
-class _SigtermFlag:
-    """Remembers a SIGTERM instead of dying, for the duration of `train` (main thread only)."""
+class _SignalCaught:
+    """Within the block, `signum` is remembered (`raised`) instead of acted on; main thread only (elsewhere signals
+    are not ours to take). `train` keeps SIGTERM this way for its whole loop, to save and stop at the end of a loop
+    of steps; and SIGINT while it saves a checkpoint (`deliver_after`: raised again on leaving, under the handler
+    that was there before, a KeyboardInterrupt by default), since a Ctrl-C between the checkpoint's files and the
+    state file that names them leaves a checkpoint that `latest_checkpoint` does not see."""
 
-    def __init__(self):
+    def __init__(self, signum, deliver_after: bool = False):
+        self.signum, self.deliver_after = signum, deliver_after
         self.raised = False
         self._previous = None
 
     def __enter__(self):
         try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = signal.signal(self.signum, self._handle)
         except ValueError:  # not the main thread
             self._previous = None
         return self
@@ -91,7 +96,9 @@ class _SigtermFlag:
 
     def __exit__(self, *exc):
         if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+            signal.signal(self.signum, self._previous)
+            if self.deliver_after and self.raised:
+                signal.raise_signal(self.signum)
 
 
 def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int, global_batch_size: int,
@@ -240,7 +247,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
     replicas = strategy.num_replicas_in_sync
     logs: dict = {}
     current = int(step.numpy())
-    with _SigtermFlag() as sigterm:
+    with _SignalCaught(signal.SIGTERM) as sigterm:
         while current < num_train_steps:
             count = min(steps_per_loop, num_train_steps - current,
                         save_checkpoints_steps - current % save_checkpoints_steps)
@@ -252,7 +259,8 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             model.reset_metrics()
             current += done
             if done < count:
-                path = manager.save(checkpoint_number=current)
+                with _SignalCaught(signal.SIGINT, deliver_after=True):
+                    path = manager.save(checkpoint_number=current)
                 raise TrainingError(f"the loss became {float(loss)} at step {current + 1}; training stopped and the "
                                     f"last good state (step {current}) is saved in {path}. Lower --learning_rate, "
                                     "lengthen the warmup or use --dtype=float32, then restart to resume")
@@ -270,7 +278,8 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             if progress is not None:
                 progress(current, scalars)
             if current % save_checkpoints_steps == 0 or current == num_train_steps or sigterm.raised:
-                manager.save(checkpoint_number=current)
+                with _SignalCaught(signal.SIGINT, deliver_after=True):
+                    manager.save(checkpoint_number=current)
             if sigterm.raised:
                 raise Preempted(f"SIGTERM at step {current}: saved {manager.latest_checkpoint}; restart the same "
                                 "command to resume")

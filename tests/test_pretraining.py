@@ -648,6 +648,31 @@ def test_mixed_precision_and_lamb_train(data, tmp_path):
         assert all(w.dtype == "float32" and np.isfinite(w.numpy()).all() for w in model.trainable_weights)
 
 
+def test_a_ctrl_c_during_a_checkpoint_save_waits_for_the_save_then_interrupts(data, tmp_path, monkeypatch):
+    """A SIGINT that arrives while `train` saves (here: inside the checkpoint manager's save, before the state file
+    is written) lets the save finish, then interrupts: the checkpoint is whole and `latest_checkpoint` names it."""
+    import signal
+
+    import tensorflow as tf
+
+    save = tf.train.CheckpointManager.save
+
+    def interrupted_save(manager, *args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # as a Ctrl-C in the middle of the save
+        return save(manager, *args, **kwargs)
+
+    from bert_tf.pretraining import PretrainingOptions, run_pretraining
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", interrupted_save)
+    options = PretrainingOptions(num_train_steps=4, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+                                 train_batch_size=8, num_warmup_steps=0, save_checkpoints_steps=2,
+                                 iterations_per_loop=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(_config(data), str(data / "records" / "*.tfrecord"), str(tmp_path / "run"), options)
+    assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-2")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
     """SIGTERM (what a preempted VM or a scheduler sends) while training: the loop in progress finishes, a
     checkpoint is written, `Preempted` says so, and the scalars of every loop are in the events file while the
