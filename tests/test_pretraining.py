@@ -667,10 +667,15 @@ def test_a_ctrl_c_during_a_checkpoint_save_waits_for_the_save_then_interrupts(da
     options = PretrainingOptions(num_train_steps=4, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
                                  train_batch_size=8, num_warmup_steps=0, save_checkpoints_steps=2,
                                  iterations_per_loop=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_pretraining(_config(data), str(data / "records" / "*.tfrecord"), str(tmp_path / "run"), options)
+    # Python's own Ctrl-C handler, as in a command run from a terminal (a pytest-xdist worker ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_pretraining(_config(data), str(data / "records" / "*.tfrecord"), str(tmp_path / "run"), options)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-2")
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_sigterm_saves_and_stops_then_resumes(data, tmp_path):
