@@ -83,8 +83,8 @@ def serialize(arrays: dict[str, np.ndarray], features: dict[str, tuple]) -> Reco
 
     The protobuf wire format is assembled with numpy for the whole batch at once (packed varints for int64 lists,
     little-endian floats, length-delimited fields): every piece of every record is a column block of one byte
-    matrix with a validity mask (varints sit in slots of the widest one's width), and one selection lays all
-    records out back to back. Building and serializing a tf.train.Example per record would cost many times
+    matrix with a validity mask (varints sit in slots of the widest one's width), and one boolean selection lays
+    all records out back to back. Building and serializing a tf.train.Example per record would cost many times
     more than everything else a worker does for that record (BENCHMARKS.md, "Pretraining data generation").
     `tests/data_gen/test_data_gen.py` parses the bytes back with `tf.io.parse_single_example` and compares them, message for
     message, with `tf.train.Example`.
@@ -147,5 +147,4 @@ def serialize(arrays: dict[str, np.ndarray], features: dict[str, tuple]) -> Reco
             mask[:, column:column + block.shape[-1]] = ok
         column += block.shape[-1]
     ends = np.cumsum(lengths + 16) - 4
-    # the same bytes as `matrix[mask]`: numpy's `compress` of the flat arrays takes a faster path than 2-D masking
-    return Records(np.compress(mask.ravel(), matrix.ravel()), ends - lengths, ends)
+    return Records(matrix[mask], ends - lengths, ends)
