@@ -186,8 +186,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
                         "shards has nothing to train on, so write fewer shards or use a smaller --window_size",
                         empty, len(output_files), options.window_size)
     elapsed = time.time() - started
-    logging.info("wrote %d instances in %.1f s (%.0f instances/s, %.2f MB/s of text)", totals["instances"], elapsed,
-                 totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)
+    logging.info("wrote %d instances in %.1f s with %d worker process(es) (%.0f instances/s, %.2f MB/s of text)",
+                 totals["instances"], elapsed, num_workers, totals["instances"] / elapsed,
+                 totals["bytes"] / 1e6 / elapsed)
     return metadata
 
 
