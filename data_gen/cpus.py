@@ -4,8 +4,9 @@ The CPUs it may run on (its affinity, which is what `os.cpu_count()` overstates 
 CPU quota of its cgroup and of the cgroups above it: a container limited to 2 CPUs of a 64-CPU host is allowed 64
 CPUs by its affinity and 2 by its quota, and 64 processes sharing 2 CPUs would each start (and hold their memory)
 for nothing. Both cgroup versions are read: v2's `cpu.max` ("max" or "<quota> <period>") and v1's
-`cpu.cfs_quota_us` / `cpu.cfs_period_us` (-1: no quota). A quota of q CPUs allows floor(q) processes, and at least
-one. Whatever cannot be read counts as no limit.
+`cpu.cfs_quota_us` / `cpu.cfs_period_us` (-1: no quota), under the mount point systemd and container runtimes use,
+`/sys/fs/cgroup`. A quota of q CPUs allows floor(q) processes, and at least one. Whatever cannot be read counts as
+no limit.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def cgroup_cpu_quota(proc_cgroup: str = PROC_CGROUP, cgroup_root: str = CGROUP_R
     """The smallest CPU quota, in CPUs, of this process's cgroup and its ancestors, or None if none is set (or the
     system has no cgroups)."""
     try:
-        with open(proc_cgroup, encoding="utf-8") as f:
+        with open(proc_cgroup, encoding="utf-8", errors="surrogateescape") as f:  # paths are bytes
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -88,5 +89,5 @@ def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read().strip()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: not text
         return ""

@@ -35,7 +35,8 @@ flags.DEFINE_bool("random_next_sentence", True, "Make half the pairs' B a random
                   "prediction); false: B always follows A, for pretraining with --objective=mlm (No NSP).")
 flags.DEFINE_integer("num_output_shards", None, "With a directory --output_file: number of shards.")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: one per CPU this process may use, by its "
-                     "affinity and its cgroup's CPU quota; 1 runs in this process); the output does not depend on it.")
+                     "affinity and its cgroups' CPU quota, at most 2 x --dupe_factor; 1 runs all in this process); "
+                     "the output does not depend on it.", lower_bound=1)
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
 flags.DEFINE_bool("global_shuffle", False, "Shuffle the records across all windows and shards, as the original "
                   "shuffles all of its instances (a second pass over the output; memory stays bounded).")
@@ -48,9 +49,8 @@ def main(argv):
     del argv
     from bert_tf.cli import die_of, fail
     from bert_tf.tokenization import VocabError
-    from data_gen.cpus import available_cpus
     from data_gen.documents import CorpusError
-    from data_gen.generate import Options, Terminated, generate, output_paths
+    from data_gen.generate import Options, Terminated, default_num_workers, generate, output_paths
     from data_gen.tfds_corpus import corpus_from_flags
 
     f = flags.FLAGS
@@ -63,8 +63,8 @@ def main(argv):
         corpus = corpus_from_flags(f.input_file, f.tfds_name, f.tfds_split, f.tfds_text_key, f.tfds_data_dir,
                                    f.tfds_keep_line_breaks)
         meta = generate(corpus, output_paths(f.output_file, f.num_output_shards), f.vocab_file, options,
-                        num_workers=available_cpus() if f.num_workers is None else f.num_workers, gzip=f.gzip,
-                        global_shuffle=f.global_shuffle)
+                        num_workers=default_num_workers(options) if f.num_workers is None else f.num_workers,
+                        gzip=f.gzip, global_shuffle=f.global_shuffle)
     except (CorpusError, VocabError, ValueError) as e:
         fail(e)
     except (Terminated, KeyboardInterrupt) as e:  # `generate` has shut its workers down and removed its files

@@ -27,6 +27,7 @@ from bert_tf import fileio
 from bert_tf.records import FEATURES, file_sha256
 from bert_tf.tokenization import check_case, load_vocab
 from data_gen import documents as documents_lib
+from data_gen.cpus import available_cpus
 from data_gen.documents import CorpusError
 from data_gen.masking import MaskingVocab
 from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
@@ -75,6 +76,13 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
 
 
 # ------------------------------------------------------------------------------------------------ the whole run
+def default_num_workers(options: Options) -> int:
+    """One worker per CPU this process may use (`cpus.available_cpus`; 1: no worker, all in this process), at most
+    2 x dupe_factor. This process tokenizes for every worker, and on English text keeps about 1.2 x dupe_factor of
+    them busy (BENCHMARKS.md, "Pretraining data generation"): more would only hold their memory."""
+    return min(available_cpus(), 2 * options.dupe_factor)
+
+
 def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     """`--output_file` as a comma list of files, or a directory (existing or ending in '/') with N shards."""
     if num_output_shards and "," in output_file:
@@ -186,9 +194,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
                         "shards has nothing to train on, so write fewer shards or use a smaller --window_size",
                         empty, len(output_files), options.window_size)
     elapsed = time.time() - started
-    logging.info("wrote %d instances in %.1f s with %d worker process(es) (%.0f instances/s, %.2f MB/s of text)",
-                 totals["instances"], elapsed, num_workers, totals["instances"] / elapsed,
-                 totals["bytes"] / 1e6 / elapsed)
+    logging.info("wrote %d instances in %.1f s %s (%.0f instances/s, %.2f MB/s of text)", totals["instances"],
+                 elapsed, f"with {num_workers} worker processes" if num_workers > 1 else "in this process",
+                 totals["instances"] / elapsed, totals["bytes"] / 1e6 / elapsed)
     return metadata
 
 
