@@ -1,7 +1,7 @@
 """How many CPUs this process may use: the default number of `create_pretraining_data` workers.
 
-The CPUs it may run on (its affinity, which is what `os.cpu_count()` overstates on a shared machine) bounded by the
-CPU quota of its cgroup and of the cgroups above it: a container limited to 2 CPUs of a 64-CPU host is allowed 64
+The CPUs it may run on (its affinity, which `os.cpu_count()` overstates on a shared machine), bounded by the CPU
+quota of its cgroup and of the cgroups above it: a container limited to 2 CPUs of a 64-CPU host is allowed 64
 CPUs by its affinity and 2 by its quota, and 64 processes sharing 2 CPUs would each start (and hold their memory)
 for nothing. Both cgroup versions are read: v2's `cpu.max` ("max" or "<quota> <period>") and v1's
 `cpu.cfs_quota_us` / `cpu.cfs_period_us` (-1: no quota), under the mount point systemd and container runtimes use,
