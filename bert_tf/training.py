@@ -247,6 +247,11 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
     replicas = strategy.num_replicas_in_sync
     logs: dict = {}
     current = int(step.numpy())
+
+    def save():  # a Ctrl-C waits for the whole checkpoint, state file included (`_SignalCaught`)
+        with _SignalCaught(signal.SIGINT, deliver_after=True):
+            return manager.save(checkpoint_number=current)
+
     with _SignalCaught(signal.SIGTERM) as sigterm:
         while current < num_train_steps:
             count = min(steps_per_loop, num_train_steps - current,
@@ -259,8 +264,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             model.reset_metrics()
             current += done
             if done < count:
-                with _SignalCaught(signal.SIGINT, deliver_after=True):
-                    path = manager.save(checkpoint_number=current)
+                path = save()
                 raise TrainingError(f"the loss became {float(loss)} at step {current + 1}; training stopped and the "
                                     f"last good state (step {current}) is saved in {path}. Lower --learning_rate, "
                                     "lengthen the warmup or use --dtype=float32, then restart to resume")
@@ -278,8 +282,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             if progress is not None:
                 progress(current, scalars)
             if current % save_checkpoints_steps == 0 or current == num_train_steps or sigterm.raised:
-                with _SignalCaught(signal.SIGINT, deliver_after=True):
-                    manager.save(checkpoint_number=current)
+                save()
             if sigterm.raised:
                 raise Preempted(f"SIGTERM at step {current}: saved {manager.latest_checkpoint}; restart the same "
                                 "command to resume")

@@ -154,7 +154,8 @@ class Classification(Family):
                 suffix = "" if split == "dev" else f"_{split.split('_', 1)[1]}"
                 results[split] = scores
                 write_results(os.path.join(output_dir, f"eval_results{suffix}.txt"),
-                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()}, "loss": batch_mean_loss(losses, options.eval_batch_size),
+                              {**{f"eval{suffix}_{k}": v for k, v in scores.items()},
+                               "loss": batch_mean_loss(losses, options.eval_batch_size),
                                **finetuning.global_step(grid, output_dir)})
         if options.do_predict:
             for split, examples in tests.items():

@@ -4,9 +4,9 @@ export tags a sentence exactly as `run_ner` does.
 
 A row's pieces (a sentence's, or a document's) are cut into windows of `seq_length - 2` pieces every `doc_stride`
 pieces (`windows.plan`, the original run_squad's rule); a word's tag is read at its first piece, in the window that
-gives that piece the most context (`windows.max_context`). In training every window is an example: a word's tag sits on its first piece
-(weight 1) wherever that piece falls; the other pieces have weight 0 or, with `label_all_subtokens`, carry the
-word's tag with B- made I-.
+gives that piece the most context (`windows.max_context`). In training every window is an example: a word's tag
+sits on its first piece (weight 1) wherever that piece falls; the other pieces have weight 0 or, with
+`label_all_subtokens`, carry the word's tag with B- made I-.
 
 `SentenceEncoder` runs it on `run_ner`'s sentences (words already split, as in CoNLL files), a sentence or a whole
 document a row; the export runs it on the words its tokenizer splits raw text into.

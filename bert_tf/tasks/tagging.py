@@ -116,9 +116,9 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
 
     def encode(sentences, split):
         if options.document_context and not ner.marks_documents(sentences):
-            raise DataError(f"--document_context: {source(split)} marks no documents (no -DOCSTART- line; TFDS's conll2003 "
-                            "drops them), so every sentence would be encoded alone; give the CoNLL files, or "
-                            "--nodocument_context")
+            raise DataError(f"--document_context: {source(split)} marks no documents (no -DOCSTART- line; TFDS's "
+                            "conll2003 drops them), so every sentence would be encoded alone; give the CoNLL files, "
+                            "or --nodocument_context")
         return encoder(sentences, document_context=documents)
 
     splits = {"dev": options.do_eval, "test": options.do_predict}
