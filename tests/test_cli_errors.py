@@ -74,6 +74,8 @@ CASES = [
                                       "--max_seq_length=long"], "--max_seq_length"),
     Case("cpd-bad-prob", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
                                      "--masked_lm_prob=1.5"], "masked_lm_prob"),
+    Case("cpd-no-workers", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
+                                       "--num_workers=0"], r"--num_workers=0: 0 is not a positive integer"),
     # build_vocab
     Case("bv-missing-flag", BV, ["--input_file={in}/corpus.txt"], "--output_file"),
     Case("bv-no-input", BV, ["--input_file={in}/missing.txt", "--output_file={out}/new/vocab.txt"], "missing.txt"),
