@@ -78,8 +78,9 @@ def make_window(window_index: int, window: list[list[str]], vocab_file: str, opt
 # ------------------------------------------------------------------------------------------------ the whole run
 def default_num_workers(options: Options) -> int:
     """One worker per CPU this process may use (`cpus.available_cpus`; 1: no worker, all in this process), at most
-    2 x dupe_factor. This process tokenizes for every worker, and on English text keeps about 1.2 x dupe_factor of
-    them busy (BENCHMARKS.md, "Pretraining data generation"): more would only hold their memory."""
+    2 x dupe_factor. This process tokenizes for every worker, and a worker's share of the work grows with
+    dupe_factor while the tokenizing does not, so beyond about one worker per dupe the rest would wait and hold their
+    memory (BENCHMARKS.md, "Pretraining data generation", measures it)."""
     return min(available_cpus(), 2 * options.dupe_factor)
 
 
