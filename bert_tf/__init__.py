@@ -19,7 +19,7 @@ from bert_tf.tf_log import quiet_import
 
 prefer_onednn()
 defer_matplotlib()
-with collector_paused():
+with collector_paused(promote=True):
     quiet_import()
     from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)
     from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402

@@ -284,7 +284,8 @@ def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: b
 
 def load_tensorflow_text():
     """The `tensorflow_text` module, imported at first use (processes that never tokenize in-graph skip it) and
-    without garbage collections (`bert_tf.heap`), which would walk TensorFlow's objects several times over."""
+    without garbage collections (`bert_tf.heap`): one of them could be a full collection over TensorFlow's
+    objects."""
     if "tensorflow_text" not in sys.modules:  # the pause is process-wide: only for the import itself
         with collector_paused():
             import tensorflow_text  # noqa: F401

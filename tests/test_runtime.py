@@ -57,21 +57,40 @@ def test_other_architectures_and_user_settings_are_left_alone(monkeypatch):
 
 
 HEAP_PROBE = """
-import gc
+import gc, weakref
 {before}
+class Node: pass
+cycle = Node(); cycle.self = cycle; alive = weakref.ref(cycle); del cycle  # the caller's garbage, made before
 import bert_tf
-print("enabled", gc.isenabled(), "frozen", gc.get_freeze_count())
+young = len(gc.get_objects(0)) + len(gc.get_objects(1))
+print("enabled", gc.isenabled(), "frozen", gc.get_freeze_count(), "young share below 1 %",
+      young < len(gc.get_objects()) / 100)
+gc.collect()
+print("caller's cycle freed", alive() is None)
 """
 
 
 @pytest.mark.parametrize("before, enabled", [("", True), ("gc.disable()", False)])
-def test_importing_bert_tf_leaves_the_collector_as_it_was_and_freezes_nothing(before, enabled):
-    """The import runs without collections (`bert_tf.heap`) but leaves the collector as the caller had it, and does
-    not freeze the caller's objects (a command freezes its own: `test_cli`)."""
+def test_importing_bert_tf_leaves_the_collector_as_it_was_and_its_objects_old(before, enabled):
+    """The import runs without collections (`bert_tf.heap`) but leaves the collector as the caller had it, does
+    not freeze the caller's objects (a command freezes its own: `test_cli`), and leaves its own objects in the
+    oldest generation, where the young collections after it do not walk them; the caller's garbage is still
+    collected."""
     out = subprocess.run([sys.executable, "-c", HEAP_PROBE.format(before=before)], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines() == [f"enabled {enabled} frozen 0"]
+    assert out.stdout.splitlines() == [f"enabled {enabled} frozen 0 young share below 1 % True",
+                                       "caller's cycle freed True"]
+
+
+def test_a_caller_that_froze_its_objects_keeps_them_frozen():
+    """Promoting TensorFlow's objects to the oldest generation goes through the permanent one; a caller's frozen
+    objects are not handed back to the collector on the way."""
+    probe = ("import gc\nkept = [[]]\ngc.freeze()\nimport bert_tf\n"
+             "print(gc.get_freeze_count() > 0, id(kept) in {id(o) for o in gc.get_objects()})")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"]  # still frozen: out of every generation the collector walks
 
 
 def test_collector_paused_restores_the_collector_even_when_the_block_fails():
