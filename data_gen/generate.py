@@ -201,6 +201,25 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     return metadata
 
 
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
+
+def start_workers(pool: concurrent.futures.ProcessPoolExecutor, num_workers: int, task=worker_ready) -> list:
+    """Starts the pool's `num_workers` processes now, so that they load while this process builds its tokenizer,
+    with `OPENBLAS_NUM_THREADS=1` unless the user set it; returns the futures of `task`, submitted once per worker.
+    A worker's numpy does element-wise work, one process per core, and the thread per core that OpenBLAS starts at
+    numpy's import would only add to every worker's start-up. A pool that is not forked starts a process in each
+    `submit` while it has fewer than it may, so the variable is set only for those calls."""
+    added = BLAS_THREADS not in os.environ
+    if added:
+        os.environ[BLAS_THREADS] = "1"
+    try:
+        return [pool.submit(task) for _ in range(num_workers)]
+    finally:
+        if added:
+            os.environ.pop(BLAS_THREADS, None)
+
+
 def _run(stream, vocab_file, options, num_workers, appender):
     """Builds and appends every window (window k after window k-1); yields (window index, statistics) in order, with
     at most 2 windows per worker in flight."""
@@ -214,8 +233,7 @@ def _run(stream, vocab_file, options, num_workers, appender):
     with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init,
                                                 initargs=(appender, os.getpid())) as pool:
         try:
-            for _ in range(num_workers):  # start the workers now: they load while this process builds its tokenizer
-                pool.submit(worker_ready)
+            start_workers(pool, num_workers)
             pending = []
             for index, window in stream:
                 args, text_stats = tokenize_window(window, vocab_file, options)

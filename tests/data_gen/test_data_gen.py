@@ -731,6 +731,31 @@ def test_worker_init_lets_later_windows_reuse_memory_instead_of_faulting_it_in()
     assert faults["init"] * 10 < faults["default"], faults
 
 
+@pytest.mark.parametrize("user_setting", [None, "3"])
+def test_workers_start_with_one_blas_thread_unless_the_user_set_it(user_setting, monkeypatch):
+    """The workers' numpy needs no OpenBLAS thread pool (`generate.start_workers`): every worker the pool starts
+    gets OPENBLAS_NUM_THREADS=1, a user's value is passed on as it is, and this process's environment is as it was
+    afterwards."""
+    import concurrent.futures
+    import functools
+    import multiprocessing
+
+    from data_gen import generate
+
+    if user_setting is None:
+        monkeypatch.delenv(generate.BLAS_THREADS, raising=False)
+    else:
+        monkeypatch.setenv(generate.BLAS_THREADS, user_setting)
+    read = functools.partial(os.getenv, generate.BLAS_THREADS)  # evaluated in the worker
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = generate.start_workers(pool, 2, task=read)
+        assert os.environ.get(generate.BLAS_THREADS) == user_setting
+        assert len(pool._processes) == 2  # both started by the calls, not later
+        assert [f.result(timeout=120) for f in futures] == [user_setting or "1"] * 2
+        # a task submitted afterwards runs in one of those processes
+        assert pool.submit(read).result(timeout=120) == (user_setting or "1")
+
+
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     import tensorflow as tf
 
