@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import time
 
+from data_gen.workers import main_alive
+
 
 class AppendAborted(RuntimeError):
     """The run failed elsewhere (another window, the main process): this window is not written."""
@@ -24,7 +26,7 @@ class WindowAppender:
     counter that the process holding the turn advances. Waiting processes poll it every millisecond instead of
     waiting on a lock: windows finish in nearly the order they started, so waits are rare and short, and no lock can
     be left held by a killed process. `fail()` stops every waiting or later append. A worker also stops if the
-    process that created the appender has exited.
+    process that created the appender has exited (`workers.main_alive`).
 
     With `gzip`, each non-empty window is compressed in the process that built it, as one gzip member (no file name,
     time stamp 0, TF's default level 6). A file of concatenated members is a valid gzip file; TensorFlow's GZIP
@@ -61,5 +63,5 @@ class WindowAppender:
     def _check(self) -> None:
         if self._failed.value:
             raise AppendAborted("the run failed elsewhere; window not written")
-        if os.getpid() != self._owner and os.getppid() != self._owner:
+        if os.getpid() != self._owner and not main_alive(self._owner):
             raise AppendAborted("the main process has exited; window not written")

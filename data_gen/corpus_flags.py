@@ -1,6 +1,6 @@
 """The corpus flags of the command lines that read a pretraining corpus (`create_pretraining_data`,
 `build_vocab`): text files, or a prepared TFDS text dataset (`data_gen.tfds_corpus.corpus_from_flags` checks them).
-Only absl here: the modules defining these flags are re-imported by spawned workers, which must not load
+Only absl here: the modules defining these flags are re-imported by the worker processes, which must not load
 TensorFlow."""
 
 from absl import flags

@@ -15,7 +15,7 @@ from absl import flags
 
 from data_gen import corpus_flags
 
-# TensorFlow is imported in main(), not here: --num_workers processes are spawned and re-import this module, and
+# TensorFlow is imported in main(), not here: --num_workers processes re-import this module as their main, and
 # they must start without TensorFlow, whose import costs each process seconds of CPU and hundreds of MB.
 
 corpus_flags.define_corpus_flags()
@@ -77,6 +77,9 @@ def main(argv):
 
 
 def run():
+    from data_gen.workers import prestart
+
+    prestart()  # the workers' fork server loads on a core that TensorFlow's import leaves idle
     from bert_tf.cli import PATHS, start
 
     start(main, "create_pretraining_data", {"output_file": PATHS})

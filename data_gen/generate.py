@@ -15,7 +15,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import multiprocessing
 import os
 import signal
 import time
@@ -27,6 +26,7 @@ from bert_tf import fileio
 from bert_tf.records import FEATURES, file_sha256
 from bert_tf.tokenization import check_case, load_vocab
 from data_gen import documents as documents_lib
+from data_gen import workers
 from data_gen.cpus import available_cpus
 from data_gen.documents import CorpusError
 from data_gen.masking import MaskingVocab
@@ -144,9 +144,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     With `global_shuffle` the records are then shuffled across all windows and shards (`shuffle`), as the
     original shuffles all of its instances; without, each window's are shuffled among themselves.
 
-    With `num_workers` > 1 the workers are spawned processes (TensorFlow is not fork-safe), which re-import the
-    calling script: call this under `if __name__ == "__main__":` and keep TensorFlow imports out of the script's top
-    level, or every worker loads TensorFlow too.
+    With `num_workers` > 1 the workers are new processes, not forks of this one (`data_gen.workers`: TensorFlow is
+    not fork-safe), which re-import the calling script: call this under `if __name__ == "__main__":` and keep
+    TensorFlow imports out of the script's top level, or every worker loads TensorFlow too.
     """
     options.check()
     corpus = documents_lib.as_corpus(input_files)
@@ -201,25 +201,6 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     return metadata
 
 
-BLAS_THREADS = "OPENBLAS_NUM_THREADS"
-
-
-def start_workers(pool: concurrent.futures.ProcessPoolExecutor, num_workers: int, task=worker_ready) -> list:
-    """Starts the pool's `num_workers` processes now, so that they load while this process builds its tokenizer,
-    with `OPENBLAS_NUM_THREADS=1` unless the user set it; returns the futures of `task`, submitted once per worker.
-    A worker's numpy does element-wise work, one process per core, and the thread per core that OpenBLAS starts at
-    numpy's import would only add to every worker's start-up. A pool that is not forked starts a process in each
-    `submit` while it has fewer than it may, so the variable is set only for those calls."""
-    added = BLAS_THREADS not in os.environ
-    if added:
-        os.environ[BLAS_THREADS] = "1"
-    try:
-        return [pool.submit(task) for _ in range(num_workers)]
-    finally:
-        if added:
-            os.environ.pop(BLAS_THREADS, None)
-
-
 def _run(stream, vocab_file, options, num_workers, appender):
     """Builds and appends every window (window k after window k-1); yields (window index, statistics) in order, with
     at most 2 windows per worker in flight."""
@@ -228,12 +209,12 @@ def _run(stream, vocab_file, options, num_workers, appender):
             args, text_stats = tokenize_window(window, vocab_file, options)
             yield index, dict(append_window(appender, index, *args), **text_stats)
         return
-    # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow.
-    context = multiprocessing.get_context("spawn")  # TF is not fork-safe
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=worker_init,
+    # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow, and
+    # are not forks of this process (`data_gen.workers`: TensorFlow is not fork-safe).
+    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=workers.context(), initializer=worker_init,
                                                 initargs=(appender, os.getpid())) as pool:
         try:
-            start_workers(pool, num_workers)
+            workers.start_workers(pool, num_workers, worker_ready)
             pending = []
             for index, window in stream:
                 args, text_stats = tokenize_window(window, vocab_file, options)

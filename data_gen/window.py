@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import multiprocessing
 import os
 import random
 import signal
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -25,6 +23,7 @@ from data_gen.instances import (A_END, A_START, B_END, B_START, IS_RANDOM, Sente
                                 pairs_from_document, truncate)
 from data_gen.masking import MaskingVocab, mask_tokens
 from data_gen.records import serialize
+from data_gen.workers import main_alive, wait_for_main
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,28 +138,25 @@ def worker_init(appender: WindowAppender | None = None, parent_pid: int | None =
 
 
 def exit_with_parent(parent_pid: int) -> None:
-    """Ends this process as soon as its parent `parent_pid` has exited, however it died.
+    """Ends this process as soon as the main process `parent_pid`, which started it, has exited, however it died.
 
     A killed main process cannot shut its pool down: its workers would wait for tasks forever, and keep
     multiprocessing's resource tracker (which exits once no process holds its pipe) alive with them. On Linux the
-    kernel sends SIGKILL at the parent's death (PR_SET_PDEATHSIG), which also ends a worker busy in C code; everywhere,
-    a daemon thread waits for the parent's exit (on multiprocessing's parent sentinel, or by polling the parent
-    pid) and exits the process.
+    kernel sends SIGKILL at the death of the worker's parent process (PR_SET_PDEATHSIG): the main process, or the
+    fork server the worker was forked from (`data_gen.workers`), which exits when the main process does; that also
+    ends a worker busy in C code. Everywhere, a daemon thread waits for the main process to exit
+    (`workers.wait_for_main`) and exits the process.
     """
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG, <linux/prctl.h>
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:  # it died before the watch began
+    if not main_alive(parent_pid):  # it died before the watch began
         os._exit(1)
-    parent = multiprocessing.parent_process()
 
     def watch():
-        if parent is not None:
-            parent.join()
-        while parent is None and os.getppid() == parent_pid:
-            time.sleep(0.2)
+        wait_for_main(parent_pid)
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from data_gen import workers
 from data_gen.documents import CorpusError, read_documents, windows
 from data_gen.instances import Sentences, pairs_from_document, truncate
 from data_gen.masking import MaskingVocab, mask_tokens, num_to_predict
@@ -299,7 +300,7 @@ def test_appender_writes_windows_in_order_whatever_order_they_finish_in(tmp_path
 
 
 ORPHANED_WORKER = r"""
-import multiprocessing, os, sys
+import multiprocessing, os, sys, time
 from data_gen.appender import AppendAborted, WindowAppender
 
 
@@ -313,21 +314,26 @@ def worker(appender, result):
 
 
 if __name__ == "__main__":
-    out, result = sys.argv[1:]
+    out, result = sys.argv[1:3]
     appender = WindowAppender([out])
-    multiprocessing.get_context("spawn").Process(target=worker, args=(appender, result)).start()
+    multiprocessing.get_context(sys.argv[3]).Process(target=worker, args=(appender, result)).start()
     while not os.path.exists(result + ".started"):
         pass
+    time.sleep(0.5)
+    print("still waiting while the main process ran:", not os.path.exists(result), flush=True)
     os._exit(0)  # dies like a killed main process: no clean-up, the worker is left behind
 """
 
 
-def test_a_worker_whose_main_process_died_stops_waiting(tmp_path):
+@pytest.mark.parametrize("method", sorted({"spawn", workers.start_method()}))
+def test_a_worker_whose_main_process_died_stops_waiting(method, tmp_path):
+    """Spawned, the worker is the main process's child; forked from the fork server, that server's."""
     out, result = tmp_path / "shard", tmp_path / "result"
-    script = tmp_path / "main.py"  # a file, so that the spawned worker can import its function
+    script = tmp_path / "main.py"  # a file, so that the worker can import its function
     script.write_text(ORPHANED_WORKER)
-    subprocess.run([sys.executable, str(script), str(out), str(result)], cwd=ROOT, timeout=60, check=True,
-                   env=dict(os.environ, PYTHONPATH=ROOT))
+    main = subprocess.run([sys.executable, str(script), str(out), str(result), method], cwd=ROOT, timeout=60,
+                          check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert "still waiting while the main process ran: True" in main.stdout, main.stdout + main.stderr
     deadline = time.time() + 30
     while time.time() < deadline and not (result.exists() and result.read_text()):
         time.sleep(0.05)
@@ -611,6 +617,14 @@ def _descendants(pid):
     return found
 
 
+def _kind(pid, main_pid, cmdline):
+    """What a process below a data_gen run is: multiprocessing's resource tracker, its fork server (a child of the
+    main process) or a worker (forked from the fork server, whose command line it keeps, or spawned)."""
+    if "resource_tracker" in cmdline:
+        return "tracker"
+    return "fork server" if "forkserver" in cmdline and (_proc_stat(pid) or [None])[0] == main_pid else "worker"
+
+
 def _alive(pid, start):
     """The process `pid` that started at `start` (not a later one with its pid) runs: it exists and is no zombie."""
     stat = _proc_stat(pid)
@@ -640,8 +654,9 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
             time.sleep(0.02)  # until the workers have appended something
         assert proc.poll() is None, "the run ended before it could be interrupted"
         children = _descendants(proc.pid)
-        kinds = sorted("tracker" if "resource_tracker" in cmdline else "worker" for _, cmdline in children.values())
-        assert kinds == ["tracker", "worker", "worker"], children
+        assert sorted(_kind(pid, proc.pid, cmdline) for pid, (_, cmdline) in children.items()) == (
+            ["fork server", "tracker", "worker", "worker"] if workers.start_method() == "forkserver"
+            else ["tracker", "worker", "worker"]), children
         proc.send_signal(sig)
         deadline = time.time() + 5
         while time.time() < deadline and any(_alive(pid, start) for pid, (start, _) in children.items()):
@@ -731,29 +746,49 @@ def test_worker_init_lets_later_windows_reuse_memory_instead_of_faulting_it_in()
     assert faults["init"] * 10 < faults["default"], faults
 
 
+WORKER_START = r"""
+import concurrent.futures, json, os, sys
+
+
+def probe():
+    return os.getenv("OPENBLAS_NUM_THREADS"), "data_gen.window" in sys.modules, os.getppid()
+
+
+if __name__ == "__main__":
+    from data_gen import workers
+    if sys.argv[1] == "prestart":
+        workers.prestart()
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=workers.context()) as pool:
+        futures = workers.start_workers(pool, 2, probe)
+        started = len(pool._processes)
+        results = [f.result(timeout=120) for f in futures]
+    print(json.dumps({"env": os.getenv("OPENBLAS_NUM_THREADS"), "started": started, "results": results,
+                      "pid": os.getpid(), "modules": sorted(m for m in ("numpy", "tensorflow") if m in sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["prestart", "lazy"])
 @pytest.mark.parametrize("user_setting", [None, "3"])
-def test_workers_start_with_one_blas_thread_unless_the_user_set_it(user_setting, monkeypatch):
-    """The workers' numpy needs no OpenBLAS thread pool (`generate.start_workers`): every worker the pool starts
-    gets OPENBLAS_NUM_THREADS=1, a user's value is passed on as it is, and this process's environment is as it was
-    afterwards."""
-    import concurrent.futures
-    import functools
-    import multiprocessing
-
-    from data_gen import generate
-
-    if user_setting is None:
-        monkeypatch.delenv(generate.BLAS_THREADS, raising=False)
-    else:
-        monkeypatch.setenv(generate.BLAS_THREADS, user_setting)
-    read = functools.partial(os.getenv, generate.BLAS_THREADS)  # evaluated in the worker
-    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = generate.start_workers(pool, 2, task=read)
-        assert os.environ.get(generate.BLAS_THREADS) == user_setting
-        assert len(pool._processes) == 2  # both started by the calls, not later
-        assert [f.result(timeout=120) for f in futures] == [user_setting or "1"] * 2
-        # a task submitted afterwards runs in one of those processes
-        assert pool.submit(read).result(timeout=120) == (user_setting or "1")
+def test_workers_start_from_the_fork_server_with_one_blas_thread_unless_the_user_set_it(mode, user_setting,
+                                                                                        tmp_path):
+    """`data_gen.workers`: both of a pool's workers start in `start_workers`; each gets OPENBLAS_NUM_THREADS=1, or
+    the user's value as it is, and the caller's environment is as it was afterwards. With the fork server
+    (`prestart`, as the command does before importing TensorFlow) a worker is forked from a server that has its
+    modules imported already, not from the caller, which imports neither numpy nor TensorFlow for it."""
+    script = tmp_path / "main.py"  # a file, so that a worker can import `probe`
+    script.write_text(WORKER_START)
+    env = {k: v for k, v in os.environ.items() if k != workers.BLAS_THREADS}
+    if user_setting is not None:
+        env[workers.BLAS_THREADS] = user_setting
+    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(env, PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout)
+    assert seen["env"] == user_setting and seen["started"] == 2 and seen["modules"] == []
+    assert [setting for setting, _, _ in seen["results"]] == [user_setting or "1"] * 2
+    forked = workers.start_method() == "forkserver"
+    assert all((parent != seen["pid"]) == forked for _, _, parent in seen["results"])  # the fork server's children
+    assert all(preloaded == (forked and mode == "prestart") for _, preloaded, _ in seen["results"])
 
 
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
