@@ -39,6 +39,10 @@ import atexit, json, resource, sys, time
 kind, corpus, out, vocab, workers, dupe, original_dir = sys.argv[1:8]
 start = time.perf_counter()
 def report(instances):  # None: counted from the file by the parent
+    import multiprocessing.forkserver
+    server = multiprocessing.forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None):  # workers are the fork server's children, which it has reaped:
+        server._stop()  # once it is reaped too, RUSAGE_CHILDREN counts them (CPython's own tests stop it so)
     rss = max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     print(json.dumps({"instances": instances, "import_seconds": imported - start, "peak_rss_mb": rss / 1024}))
 if kind == "ours":  # the command as users run it: its workers' fork server first, as its `run` starts it

@@ -7,12 +7,14 @@ lists). `collector_paused` runs the import without collections, and then (`promo
 collector tracks to its oldest generation in one step, without walking them (`gc.freeze` and `gc.unfreeze`, each a
 splice of the collector's lists): left young, the import's hundreds of thousands of objects would be walked by the
 first young collection after it, then again by each older one on their way up (BENCHMARKS.md, "Pretraining data
-generation", has the cost). In the oldest generation they wait for the next full collection, which the collector
-runs rarely; the few thousand objects of cyclic garbage the import leaves are freed then. The commands, which own
-their process, move what exists once their modules are imported to the collector's permanent generation
-(`gc.freeze`, in `bert_tf.cli.start`), which no collection visits; a library import does not, since reference cycles
-among objects of the caller's made before it would then never be freed. Where the caller has frozen objects already,
-the move is left out: `gc.unfreeze` would hand the caller's frozen objects back to the collector.
+generation", has the cost). In the oldest generation they wait for the first full collection, which walks them once
+and frees the few thousand objects of cyclic garbage the import leaves; CPython runs it after some tens of thousands
+of new long-lived objects (it does not count those `gc.unfreeze` moved, which would otherwise put it off), and
+later full collections rarely. The commands, which own their process, move what exists once their modules are
+imported to the collector's permanent generation (`gc.freeze`, in `bert_tf.cli.start`), which no collection visits;
+a library import does not, since reference cycles among objects of the caller's made before it would then never be
+freed. Where the caller has frozen objects already, the move is left out: `gc.unfreeze` would hand the caller's
+frozen objects back to the collector.
 """
 
 import contextlib

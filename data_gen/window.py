@@ -141,11 +141,12 @@ def exit_with_parent(parent_pid: int) -> None:
     """Ends this process as soon as the main process `parent_pid`, which started it, has exited, however it died.
 
     A killed main process cannot shut its pool down: its workers would wait for tasks forever, and keep
-    multiprocessing's resource tracker (which exits once no process holds its pipe) alive with them. On Linux the
-    kernel sends SIGKILL at the death of the worker's parent process (PR_SET_PDEATHSIG): the main process, or the
-    fork server the worker was forked from (`data_gen.workers`), which exits when the main process does; that also
-    ends a worker busy in C code. Everywhere, a daemon thread waits for the main process to exit
-    (`workers.wait_for_main`) and exits the process.
+    multiprocessing's resource tracker (which exits once no process holds its pipe) alive with them. A daemon thread
+    waits for the main process to exit (`workers.wait_for_main`) and exits the process, as soon as the worker's
+    Python code runs (numpy's calls on a window take milliseconds). A spawned worker's parent is the main process,
+    and on Linux the kernel also sends it SIGKILL when that dies (PR_SET_PDEATHSIG), even in the middle of a C
+    call; a worker forked from the fork server (`data_gen.workers`) is that server's child, and the server exits
+    only after its workers, so there the thread does it alone.
     """
     if sys.platform.startswith("linux"):
         try:

@@ -1,30 +1,45 @@
 """How data_gen's worker processes start, and how they tell that the main process is gone. Standard library only:
 the commands import this before TensorFlow.
 
-Workers are forked from multiprocessing's fork server where the platform has one, else spawned. Both start from a
-process without TensorFlow, which is not fork-safe; the fork server has imported the workers' modules once
-(`prestart`), so a worker starts in a fork instead of an interpreter start and numpy's import. A command starts the
-fork server before it imports TensorFlow, whose import leaves the other cores idle; a library caller's first pool
-starts it.
+A command starts multiprocessing's fork server before it imports TensorFlow, whose import leaves the other cores
+idle, with numpy imported in it once (`prestart`), and its workers are forked from that server: a worker starts in
+a fork instead of an interpreter start and numpy's import. Elsewhere (a library caller, whose process this module
+does not own, or a platform without a fork server) workers are spawned. Both start from a process without
+TensorFlow, which is not fork-safe. The fork server imports only third-party modules ahead: data_gen's own modules
+are imported by each worker after multiprocessing has given it the main process's `sys.path` and working
+directory, so that a worker runs the main process's copy of data_gen whatever directory the command was started
+in (a fork server that imported them itself would find them from its own current directory first).
 
-A worker is a child of the fork server, not of the main process, so "has my parent exited" is asked of the process
-that created the pool through multiprocessing's parent sentinel (`main_alive`), which works for both start methods.
+A worker is a child of the fork server, not of the main process, so "has the main process exited" is asked of
+multiprocessing's parent sentinel (`main_alive`), which works for both start methods.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
 import time
 
+from data_gen.cpus import available_cpus
+
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
-PRELOAD = ["data_gen.window"]  # what a worker runs, with numpy and the rest of what it imports
+PRELOAD = ["numpy", "google_crc32c"]  # the third-party modules a worker imports
+
+
+_prestarted: list[bool] = []  # whether `prestart` started the fork server in this process
 
 
 def start_method() -> str:
-    """"forkserver" where the platform has it (Linux, macOS), else "spawn"."""
-    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    """"forkserver" once `prestart` has started the fork server in this process, else "spawn"."""
+    return "forkserver" if _prestarted else "spawn"
+
+
+def fork_server_available() -> bool:
+    """Whether `prestart` starts a fork server here: the platform has one, and this process may use more than one
+    CPU (`cpus.available_cpus`)."""
+    return "forkserver" in multiprocessing.get_all_start_methods() and available_cpus() > 1
 
 
 def context():
@@ -32,39 +47,39 @@ def context():
     return multiprocessing.get_context(start_method())
 
 
-class _OneBlasThread:
-    """Within the block, processes started get `OPENBLAS_NUM_THREADS=1` unless the user set it: a worker's numpy does
-    element-wise work, one process per core, and the thread per core that OpenBLAS starts at numpy's import would
-    only add to every worker's start-up. The fork server passes its own environment on, so it matters where that
-    server starts."""
-
-    def __enter__(self):
-        self.added = BLAS_THREADS not in os.environ
-        if self.added:
-            os.environ[BLAS_THREADS] = "1"
-
-    def __exit__(self, *exc):
-        if self.added:
-            os.environ.pop(BLAS_THREADS, None)
+@contextlib.contextmanager
+def _environment(**values):
+    """Within the block, os.environ has `values` where the user has not set the variable. For a process that has
+    not started other threads yet: setenv is not safe while another thread reads the environment."""
+    added = [name for name in values if name not in os.environ]
+    os.environ.update({name: values[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def prestart() -> None:
-    """Starts the fork server with the workers' modules imported, in the background, for a command that owns its
-    process (the preload list is process-wide): call it before importing TensorFlow. No-op where workers are
-    spawned."""
-    if start_method() != "forkserver":
+    """Starts the fork server in the background with `PRELOAD` imported, for a command that owns its process (the
+    preload list is process-wide) and has not imported TensorFlow yet; a no-op unless `fork_server_available` (on
+    one CPU the command runs no worker unless told to, and spawns those). The
+    server gets `OPENBLAS_NUM_THREADS=1` unless the user set it (a worker's numpy does element-wise work, one process
+    per core, and the thread per core OpenBLAS would start is start-up cost), and `PYTHONSAFEPATH=1`, so that its
+    imports do not come from the current directory, which the main process's `sys.path` may not have."""
+    if not fork_server_available():
         return
     multiprocessing.set_forkserver_preload(PRELOAD)
-    with _OneBlasThread():
+    with _environment(**{BLAS_THREADS: "1", "PYTHONSAFEPATH": "1"}):
         multiprocessing.forkserver.ensure_running()
+    _prestarted[:] = [True]
 
 
 def start_workers(pool, num_workers: int, task) -> list:
     """Starts the pool's `num_workers` processes now, so that they are ready when the first window is, and returns
-    the futures of `task`, submitted once per worker. A pool that does not fork the main process starts one process
-    per `submit` while it has fewer than it may; a fork server not started yet starts in the first."""
-    with _OneBlasThread():
-        return [pool.submit(task) for _ in range(num_workers)]
+    the futures of `task`, submitted once per worker: a pool that does not fork the main process starts one process
+    per `submit` while it has fewer than it may."""
+    return [pool.submit(task) for _ in range(num_workers)]
 
 
 def main_alive(main_pid: int) -> bool:

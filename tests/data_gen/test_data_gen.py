@@ -318,14 +318,14 @@ if __name__ == "__main__":
     appender = WindowAppender([out])
     multiprocessing.get_context(sys.argv[3]).Process(target=worker, args=(appender, result)).start()
     while not os.path.exists(result + ".started"):
-        pass
+        time.sleep(0.01)
     time.sleep(0.5)
     print("still waiting while the main process ran:", not os.path.exists(result), flush=True)
     os._exit(0)  # dies like a killed main process: no clean-up, the worker is left behind
 """
 
 
-@pytest.mark.parametrize("method", sorted({"spawn", workers.start_method()}))
+@pytest.mark.parametrize("method", ["spawn"] + (["forkserver"] if workers.fork_server_available() else []))
 def test_a_worker_whose_main_process_died_stops_waiting(method, tmp_path):
     """Spawned, the worker is the main process's child; forked from the fork server, that server's."""
     out, result = tmp_path / "shard", tmp_path / "result"
@@ -655,7 +655,7 @@ def test_a_stopped_or_killed_parallel_run_leaves_no_process_and_no_shard(corpus,
         assert proc.poll() is None, "the run ended before it could be interrupted"
         children = _descendants(proc.pid)
         assert sorted(_kind(pid, proc.pid, cmdline) for pid, (_, cmdline) in children.items()) == (
-            ["fork server", "tracker", "worker", "worker"] if workers.start_method() == "forkserver"
+            ["fork server", "tracker", "worker", "worker"] if workers.fork_server_available()
             else ["tracker", "worker", "worker"]), children
         proc.send_signal(sig)
         deadline = time.time() + 5
@@ -751,44 +751,54 @@ import concurrent.futures, json, os, sys
 
 
 def probe():
-    return os.getenv("OPENBLAS_NUM_THREADS"), "data_gen.window" in sys.modules, os.getppid()
+    numpy_first = "numpy" in sys.modules  # before this task imports anything: the fork server's preload
+    import data_gen.window
+    return os.getenv("OPENBLAS_NUM_THREADS"), numpy_first, data_gen.window.__file__, os.getppid()
 
 
 if __name__ == "__main__":
     from data_gen import workers
     if sys.argv[1] == "prestart":
-        workers.prestart()
+        workers.prestart()  # as the command does, before TensorFlow
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=workers.context()) as pool:
         futures = workers.start_workers(pool, 2, probe)
         started = len(pool._processes)
         results = [f.result(timeout=120) for f in futures]
     print(json.dumps({"env": os.getenv("OPENBLAS_NUM_THREADS"), "started": started, "results": results,
-                      "pid": os.getpid(), "modules": sorted(m for m in ("numpy", "tensorflow") if m in sys.modules)}))
+                      "pid": os.getpid(), "method": workers.start_method(),
+                      "modules": sorted(m for m in ("numpy", "tensorflow") if m in sys.modules)}))
 """
 
 
-@pytest.mark.parametrize("mode", ["prestart", "lazy"])
+@pytest.mark.parametrize("mode", ["prestart", "library"])
 @pytest.mark.parametrize("user_setting", [None, "3"])
-def test_workers_start_from_the_fork_server_with_one_blas_thread_unless_the_user_set_it(mode, user_setting,
-                                                                                        tmp_path):
-    """`data_gen.workers`: both of a pool's workers start in `start_workers`; each gets OPENBLAS_NUM_THREADS=1, or
-    the user's value as it is, and the caller's environment is as it was afterwards. With the fork server
-    (`prestart`, as the command does before importing TensorFlow) a worker is forked from a server that has its
-    modules imported already, not from the caller, which imports neither numpy nor TensorFlow for it."""
+def test_workers_fork_from_the_commands_fork_server_and_run_the_main_processs_data_gen(mode, user_setting,
+                                                                                      tmp_path):
+    """`data_gen.workers`: with `prestart` (the command, before TensorFlow) the workers are forked from the fork
+    server, which has numpy imported and OPENBLAS_NUM_THREADS=1 unless the user set it; without (a library caller)
+    they are spawned with the caller's environment untouched. Either way both start in `start_workers`, the caller's
+    environment is as it was, and a worker imports data_gen from the main process's path, not from a `data_gen` in
+    the directory the command was started in."""
     script = tmp_path / "main.py"  # a file, so that a worker can import `probe`
     script.write_text(WORKER_START)
+    decoy = tmp_path / "cwd" / "data_gen"  # an old checkout, say, in the working directory
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("")
+    (decoy / "window.py").write_text("")
     env = {k: v for k, v in os.environ.items() if k != workers.BLAS_THREADS}
     if user_setting is not None:
         env[workers.BLAS_THREADS] = user_setting
-    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(env, PYTHONPATH=ROOT))
+    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=decoy.parent,
+                         timeout=120, env=dict(env, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout)
+    forked = mode == "prestart" and workers.fork_server_available()
+    assert seen["method"] == ("forkserver" if forked else "spawn")
     assert seen["env"] == user_setting and seen["started"] == 2 and seen["modules"] == []
-    assert [setting for setting, _, _ in seen["results"]] == [user_setting or "1"] * 2
-    forked = workers.start_method() == "forkserver"
-    assert all((parent != seen["pid"]) == forked for _, _, parent in seen["results"])  # the fork server's children
-    assert all(preloaded == (forked and mode == "prestart") for _, preloaded, _ in seen["results"])
+    for setting, numpy_first, window_file, parent in seen["results"]:
+        assert setting == (user_setting or "1" if forked else user_setting)
+        assert numpy_first == forked and (parent != seen["pid"]) == forked  # the fork server's children
+        assert window_file == os.path.join(ROOT, "data_gen", "window.py")
 
 
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
