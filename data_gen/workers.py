@@ -63,15 +63,19 @@ def _environment(**values):
 def prestart() -> None:
     """Starts the fork server in the background with `PRELOAD` imported, for a command that owns its process (the
     preload list is process-wide) and has not imported TensorFlow yet; a no-op unless `fork_server_available` (on
-    one CPU the command runs no worker unless told to, and spawns those). The
-    server gets `OPENBLAS_NUM_THREADS=1` unless the user set it (a worker's numpy does element-wise work, one process
-    per core, and the thread per core OpenBLAS would start is start-up cost), and `PYTHONSAFEPATH=1`, so that its
-    imports do not come from the current directory, which the main process's `sys.path` may not have."""
+    one CPU the command runs no worker unless told to, and spawns those), and where the server cannot start (no
+    socket, say: the workers are spawned then). The server gets `OPENBLAS_NUM_THREADS=1` unless the user set it (a
+    worker's numpy does element-wise work, one process per core, and the thread per core OpenBLAS would start is
+    start-up cost), and `PYTHONSAFEPATH=1`, so that its imports do not come from the current directory, which the
+    main process's `sys.path` may not have."""
     if not fork_server_available():
         return
     multiprocessing.set_forkserver_preload(PRELOAD)
-    with _environment(**{BLAS_THREADS: "1", "PYTHONSAFEPATH": "1"}):
-        multiprocessing.forkserver.ensure_running()
+    try:
+        with _environment(**{BLAS_THREADS: "1", "PYTHONSAFEPATH": "1"}):
+            multiprocessing.forkserver.ensure_running()
+    except OSError:
+        return
     _prestarted[:] = [True]
 
 

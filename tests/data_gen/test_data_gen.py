@@ -801,6 +801,22 @@ def test_workers_fork_from_the_commands_fork_server_and_run_the_main_processs_da
         assert window_file == os.path.join(ROOT, "data_gen", "window.py")
 
 
+def test_a_fork_server_that_cannot_start_leaves_the_workers_spawned(monkeypatch):
+    """`prestart` where the fork server cannot start (no socket, say): no error, and the workers are spawned."""
+    import multiprocessing.forkserver
+
+    def cannot(*args):
+        raise OSError("no socket")
+
+    monkeypatch.setattr(workers, "_prestarted", [])
+    monkeypatch.setattr(workers, "fork_server_available", lambda: True)
+    monkeypatch.setattr(multiprocessing, "set_forkserver_preload", lambda modules: None)
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running", cannot)
+    environ = dict(os.environ)
+    workers.prestart()
+    assert workers.start_method() == "spawn" and dict(os.environ) == environ
+
+
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
     import tensorflow as tf
 
