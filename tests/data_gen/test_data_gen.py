@@ -796,9 +796,9 @@ def test_workers_fork_from_the_commands_fork_server_and_run_the_main_processs_da
     assert seen["method"] == ("forkserver" if forked else "spawn")
     assert seen["env"] == user_setting and seen["started"] == 2 and seen["modules"] == []
     for setting, numpy_first, window_file, parent in seen["results"]:
-        assert setting == (user_setting or "1" if forked else user_setting)
+        assert setting == ((user_setting or "1") if forked else user_setting)
         assert numpy_first == forked and (parent != seen["pid"]) == forked  # the fork server's children
-        assert window_file == os.path.join(ROOT, "data_gen", "window.py")
+        assert os.path.samefile(window_file, os.path.join(ROOT, "data_gen", "window.py"))
 
 
 def test_a_fork_server_that_cannot_start_leaves_the_workers_spawned(monkeypatch):
