@@ -68,7 +68,7 @@ def prestart() -> None:
     worker's numpy does element-wise work, one process per core, and the thread per core OpenBLAS would start is
     start-up cost), and `PYTHONSAFEPATH=1`, so that its imports do not come from the current directory, which the
     main process's `sys.path` may not have."""
-    if not fork_server_available():
+    if _prestarted or not fork_server_available():  # once: a second call may come after TensorFlow's import
         return
     multiprocessing.set_forkserver_preload(PRELOAD)
     try:

@@ -752,8 +752,9 @@ import concurrent.futures, json, os, sys
 
 def probe():
     numpy_first = "numpy" in sys.modules  # before this task imports anything: the fork server's preload
-    import data_gen.window
-    return os.getenv("OPENBLAS_NUM_THREADS"), numpy_first, data_gen.window.__file__, os.getppid()
+    import data_gen.window, numpy
+    return (os.getenv("OPENBLAS_NUM_THREADS"), numpy_first, data_gen.window.__file__, numpy.__file__,
+            os.getppid())
 
 
 if __name__ == "__main__":
@@ -778,27 +779,30 @@ def test_workers_fork_from_the_commands_fork_server_and_run_the_main_processs_da
     server, which has numpy imported and OPENBLAS_NUM_THREADS=1 unless the user set it; without (a library caller)
     they are spawned with the caller's environment untouched. Either way both start in `start_workers`, the caller's
     environment is as it was, and a worker imports data_gen from the main process's path, not from a `data_gen` in
-    the directory the command was started in."""
+    the directory the command was started in (nor numpy: the fork server does not import from there either)."""
+    import numpy
+
     script = tmp_path / "main.py"  # a file, so that a worker can import `probe`
     script.write_text(WORKER_START)
-    decoy = tmp_path / "cwd" / "data_gen"  # an old checkout, say, in the working directory
-    decoy.mkdir(parents=True)
-    (decoy / "__init__.py").write_text("")
-    (decoy / "window.py").write_text("")
+    cwd = tmp_path / "cwd"  # an old checkout, say, and a numpy source tree in the working directory
+    for module in ("data_gen/__init__.py", "data_gen/window.py", "numpy/__init__.py"):
+        (cwd / module).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / module).write_text("")
     env = {k: v for k, v in os.environ.items() if k != workers.BLAS_THREADS}
     if user_setting is not None:
         env[workers.BLAS_THREADS] = user_setting
-    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=decoy.parent,
+    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, cwd=cwd,
                          timeout=120, env=dict(env, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout)
     forked = mode == "prestart" and workers.fork_server_available()
     assert seen["method"] == ("forkserver" if forked else "spawn")
     assert seen["env"] == user_setting and seen["started"] == 2 and seen["modules"] == []
-    for setting, numpy_first, window_file, parent in seen["results"]:
+    for setting, numpy_first, window_file, numpy_file, parent in seen["results"]:
         assert setting == ((user_setting or "1") if forked else user_setting)
         assert numpy_first == forked and (parent != seen["pid"]) == forked  # the fork server's children
         assert os.path.samefile(window_file, os.path.join(ROOT, "data_gen", "window.py"))
+        assert os.path.samefile(numpy_file, numpy.__file__)
 
 
 def test_a_fork_server_that_cannot_start_leaves_the_workers_spawned(monkeypatch):
@@ -815,6 +819,27 @@ def test_a_fork_server_that_cannot_start_leaves_the_workers_spawned(monkeypatch)
     environ = dict(os.environ)
     workers.prestart()
     assert workers.start_method() == "spawn" and dict(os.environ) == environ
+
+
+def test_prestart_starts_the_fork_server_once_with_its_environment_and_then_leaves_the_environment_alone(
+        monkeypatch):
+    """`prestart`'s variables are set only while the server starts; a second call (after TensorFlow's import, in
+    `bench.data_gen`) changes nothing, since writing the environment is not safe once TensorFlow runs threads."""
+    import multiprocessing.forkserver
+
+    seen = []
+    monkeypatch.setattr(workers, "_prestarted", [])
+    monkeypatch.setattr(workers, "fork_server_available", lambda: True)
+    monkeypatch.setattr(multiprocessing, "set_forkserver_preload", lambda modules: seen.append(list(modules)))
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running",
+                        lambda: seen.append({k: os.environ.get(k) for k in (workers.BLAS_THREADS, "PYTHONSAFEPATH")}))
+    monkeypatch.delenv(workers.BLAS_THREADS, raising=False)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    workers.prestart()
+    workers.prestart()
+    assert seen == [workers.PRELOAD, {workers.BLAS_THREADS: "1", "PYTHONSAFEPATH": "1"}]
+    assert workers.start_method() == "forkserver"
+    assert workers.BLAS_THREADS not in os.environ and "PYTHONSAFEPATH" not in os.environ
 
 
 def test_wire_format_encoder_matches_tf_train_example(tmp_path):
