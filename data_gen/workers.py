@@ -86,23 +86,26 @@ def start_workers(pool, num_workers: int, task) -> list:
     return [pool.submit(task) for _ in range(num_workers)]
 
 
+def _main_sentinel(main_pid: int):
+    """multiprocessing's record of the process that started this one, where that is `main_pid` (a fork server's
+    child included), else None."""
+    parent = multiprocessing.parent_process()
+    return parent if parent is not None and parent.pid == main_pid else None
+
+
 def main_alive(main_pid: int) -> bool:
     """In a worker: whether `main_pid`, the process that started it, is still running. Asked of multiprocessing's
-    parent sentinel where `main_pid` started this process through multiprocessing (a fork server's child included),
-    else of the parent pid."""
-    parent = multiprocessing.parent_process()
-    if parent is not None and parent.pid == main_pid:
-        return parent.is_alive()
-    return os.getppid() == main_pid
+    parent sentinel where `main_pid` started this process through multiprocessing, else of the parent pid."""
+    parent = _main_sentinel(main_pid)
+    return parent.is_alive() if parent is not None else os.getppid() == main_pid
 
 
 def wait_for_main(main_pid: int, poll_seconds: float = 0.2) -> None:
     """In a worker: returns once `main_pid` has exited (`main_alive`), blocking on the parent sentinel where there is
     one."""
-    parent = multiprocessing.parent_process()
-    if parent is not None and parent.pid == main_pid:
+    parent = _main_sentinel(main_pid)
+    if parent is not None:
         parent.join()
         return
     while os.getppid() == main_pid:
         time.sleep(poll_seconds)
-
