@@ -36,7 +36,7 @@ def main():
 
     from tokenizers import BertWordPieceTokenizer
 
-    from bert_tf.tokenization import BertTokenizerLayer
+    from bert_tf.tokenizer_layer import BertTokenizerLayer
 
     vocab = uncased_vocab()
     layer = BertTokenizerLayer(vocab)

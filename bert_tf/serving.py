@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from bert_tf.tokenization import BertTokenizerLayer, pack_inputs_graph
+from bert_tf.tokenization import pack_inputs_graph
+from bert_tf.tokenizer_layer import BertTokenizerLayer
 
 import tensorflow as tf
 

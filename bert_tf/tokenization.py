@@ -9,8 +9,9 @@ Two implementations of one set of rules (google-research/bert tokenization.py, p
 4. greedy longest-match-first WordPiece with `##` continuations; a word over 200 characters, or one with a piece
    not in the vocabulary, becomes `[UNK]`.
 
-`FullTokenizer` is the Python API (examples, post-processing). `BertTokenizerLayer` does the same in-graph on string
-tensors for `tf.data` and exported SavedModels. We do not use tensorflow-text's own normalisers: `BertTokenizer`'s
+`FullTokenizer` is the Python API (examples, post-processing). `InGraphTokenizer` does the same in-graph on string
+tensors, and `BertTokenizerLayer` (`bert_tf.tokenizer_layer`, also importable from here) is it as a Keras layer for
+`tf.data` and exported SavedModels. We do not use tensorflow-text's own normalisers: `BertTokenizer`'s
 lower-casing and `FastBertTokenizer`'s normaliser apply NFKC case folding, which the original does not (e.g. U+00B4
 `´`, full-width letters, ligatures, `ß`), so step 1-3 are written with core string ops and only step 4 runs on
 tensorflow-text's `FastWordpieceTokenizer`. Pure-ASCII lines, on which tensorflow-text's whitespace and punctuation
@@ -25,7 +26,6 @@ import os
 import sys
 import unicodedata
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -313,29 +313,31 @@ def _build_fast_wordpiece(vocab, max_bytes_per_word, no_pretokenization):
 _cached_fast_wordpiece = functools.lru_cache(maxsize=8)(_build_fast_wordpiece)
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenizerLayer(keras.layers.Layer):
-    """In-graph WordPiece tokenizer: string tensor [batch] -> ragged int64 ids [batch, (pieces)].
+class InGraphTokenizer:
+    """In-graph WordPiece tokenizer: string tensor [batch] -> ragged int64 ids [batch, (pieces)] (`tokenize`).
 
     Same output as `FullTokenizer` (tested token for token against it and against HF `tokenizers`). With
     `tokenize_with_offsets` it also returns byte offsets [start, end) of every piece in the input string; pieces of
     a word whose normalisation changed its bytes (accents stripped, case changed outside ASCII, controls removed)
     all get the span of the whole word, which is what answer extraction and word-level tagging need.
 
+    It needs TensorFlow and tensorflow-text only; `BertTokenizerLayer` (`bert_tf.tokenizer_layer`) is the same
+    tokenizer as a Keras layer, for models, `tf.data` and SavedModels.
+
     Args:
-      vocab_file: `vocab.txt` path; its contents are read once and kept in the layer config, so the layer (and a
-        SavedModel containing it) does not need the file afterwards.
+      vocab_file: `vocab.txt` path; its contents are read once and kept (`vocab`, and the layer's config), so
+        neither the tokenizer nor a SavedModel containing the layer needs the file afterwards.
       do_lower_case: as in `FullTokenizer`.
+      vocab: the tokens in id order, instead of `vocab_file`.
     """
 
-    def __init__(self, vocab_file=None, do_lower_case=True, vocab=None, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, vocab_file=None, do_lower_case=True, vocab=None):
         if vocab is None:
             if vocab_file is None:
-                raise ValueError("BertTokenizerLayer needs vocab_file (or vocab, a list of tokens)")
+                raise ValueError(f"{type(self).__name__} needs vocab_file (or vocab, a list of tokens)")
             load_vocab(vocab_file)  # its checks
             vocab = _read_tokens(vocab_file)
-        # Set past Keras's attribute tracking, which would wrap the tokens one by one: a vocabulary holds no
+        # Set past the layer's attribute tracking, which would wrap the tokens one by one: a vocabulary holds no
         # variables or layers to track.
         object.__setattr__(self, "vocab", vocab_tokens(vocab))
         self.do_lower_case = do_lower_case
@@ -457,7 +459,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         ids, _, _, starts, ends = self.tokenize_words_with_offsets(text)
         return merge_words(ids), merge_words(starts), merge_words(ends)
 
-    def call(self, text):
+    def tokenize(self, text):
         """strings [batch] -> ragged int64 ids [batch, (pieces)] (skips the offset bookkeeping)."""
         text = tf.convert_to_tensor(text, tf.string)
         if self._ascii_wordpiece is None:
@@ -478,10 +480,15 @@ class BertTokenizerLayer(keras.layers.Layer):
         flat, _ = _cap_long_words(words.flat_values)
         return merge_words(words.with_flat_values(self._wordpiece.tokenize(flat)))
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(vocab=list(self.vocab), do_lower_case=self.do_lower_case)
-        return config
+
+def __getattr__(name):
+    """`BertTokenizerLayer` from this module, where it was defined before it moved to `bert_tf.tokenizer_layer` (which
+    imports Keras, which this module does not)."""
+    if name == "BertTokenizerLayer":
+        from bert_tf.tokenizer_layer import BertTokenizerLayer
+
+        return BertTokenizerLayer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _regex_split_with_offsets(strings, delimiter: str, keep: str):

@@ -40,19 +40,19 @@ _TOKENIZER: dict = {}
 
 
 def _tokenizer_state(vocab_file: str, do_lower_case: bool):
-    """Per process: the tokenizer layer and the masking vocabulary. The layer runs eagerly: a window's lines are one
-    batch of a few dozen ops, and tracing and optimizing them into a graph function before the first window costs
-    more than it saves."""
+    """Per process: the in-graph tokenizer and the masking vocabulary. The tokenizer runs eagerly: a window's lines
+    are one batch of a few dozen ops, and tracing and optimizing them into a graph function before the first window
+    costs more than it saves."""
     key = (vocab_file, do_lower_case)
     if _TOKENIZER.get("key") != key:
         import tensorflow as tf
 
-        from bert_tf.tokenization import BertTokenizerLayer
+        from bert_tf.tokenization import InGraphTokenizer
 
-        layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
-        _TOKENIZER.update(key=key, tokenize=lambda lines: layer(tf.constant(lines, tf.string)),
-                          vocab=MaskingVocab.from_tokens(layer.vocab),
-                          cls=layer.vocab.index("[CLS]"), sep=layer.vocab.index("[SEP]"))
+        tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        _TOKENIZER.update(key=key, tokenize=lambda lines: tokenizer.tokenize(tf.constant(lines, tf.string)),
+                          vocab=MaskingVocab.from_tokens(tokenizer.vocab),
+                          cls=tokenizer.vocab.index("[CLS]"), sep=tokenizer.vocab.index("[SEP]"))
     return _TOKENIZER
 
 

@@ -1,7 +1,7 @@
 """Learn a WordPiece vocabulary from a corpus with tensorflow-text's learner (its vocabulary, computed faster:
 `data_gen.wordpiece_learner`), on our exact pre-tokenization.
 
-Words are counted after the original BERT basic tokenization (the same in-graph code as `BertTokenizerLayer`), so
+Words are counted after the original BERT basic tokenization (the same in-graph code as `InGraphTokenizer`), so
 the learned pieces fit the tokenizer that will use them. The file layout follows the released vocabularies:
 `[PAD]`, `[unused0]` ... `[unusedN-1]` (slots users can repurpose without resizing the embeddings), `[UNK]`,
 `[CLS]`, `[SEP]`, `[MASK]`, then the learned pieces.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import os
 
-from bert_tf.tokenization import BertTokenizerLayer
+from bert_tf.tokenization import InGraphTokenizer
 
 import tensorflow as tf
 from bert_tf import fileio, staging
@@ -29,13 +29,13 @@ def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 102
     """Word counts of a corpus's `parts` (`documents.FileCorpus`, `tfds_corpus.TfdsCorpus`) after BERT basic
     tokenization, streamed in batches of lines. Text files are read by TensorFlow's line reader; a TFDS corpus as
     create_pretraining_data reads it, one sentence per line."""
-    layer = BertTokenizerLayer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
+    tokenizer = InGraphTokenizer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
     if isinstance(corpus, FileCorpus):
         lines = tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2)
     else:
         lines = _batches((line for document in corpus_documents(corpus, parts) for line in document), batch_size)
-    split = tf.function(lambda batch: layer.split_words(batch, with_offsets=False)[0].flat_values, autograph=False,
-                        input_signature=[tf.TensorSpec([None], tf.string)])
+    split = tf.function(lambda batch: tokenizer.split_words(batch, with_offsets=False)[0].flat_values,
+                        autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     counts = collections.Counter()
     for batch in lines:
         counts.update(split(batch).numpy())

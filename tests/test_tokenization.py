@@ -257,6 +257,26 @@ def test_layer_serializes_without_the_vocab_file(vocab_file, tmp_path):
                                   layer(tf.constant(["a b", "c"])).to_tensor().numpy())
 
 
+def test_the_keras_free_tokenizer_is_the_layer_and_the_layer_keeps_its_old_import_path(vocab_file, tokenizers):
+    """`InGraphTokenizer` (no Keras: data_gen's main process tokenizes with it) gives the layer's ids, offsets and
+    words; the layer, now in `bert_tf.tokenizer_layer`, is still importable from `bert_tf.tokenization`."""
+    from bert_tf import tokenization, tokenizer_layer
+
+    assert tokenization.BertTokenizerLayer is tokenizer_layer.BertTokenizerLayer is BertTokenizerLayer
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        getattr(tokenization, "NoSuchName")
+    plain, layer = tokenization.InGraphTokenizer(vocab_file), tokenizers[1]
+    texts = tf.constant(["Héllo, wörld!", "plain ASCII line", "ΟΣ.Α 中文 \x01ctrl"])
+    assert plain.tokenize(texts).to_list() == layer(texts).to_list()
+    for ours, theirs in zip(plain.tokenize_with_offsets(texts), layer.tokenize_with_offsets(texts)):
+        assert ours.to_list() == theirs.to_list()
+    assert plain.split_words(texts)[0].to_list() == layer.split_words(texts)[0].to_list()
+    with pytest.raises(ValueError, match="InGraphTokenizer needs vocab_file"):
+        tokenization.InGraphTokenizer()
+    with pytest.raises(ValueError, match="BertTokenizerLayer needs vocab_file"):
+        BertTokenizerLayer()
+
+
 def test_one_layer_serves_several_graphs(vocab_file):
     layer = BertTokenizerLayer(vocab_file)
     first = tf.function(lambda t: layer(t).flat_values)

@@ -142,7 +142,7 @@ def _window_function(vocab_file, mtime, size, do_lower_case, max_seq_length, doc
     import tensorflow as tf
 
     from bert_tf.tasks.span_features import span_features
-    from bert_tf.tokenization import BertTokenizerLayer
+    from bert_tf.tokenizer_layer import BertTokenizerLayer
 
     del mtime, size
     layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)

@@ -115,7 +115,7 @@ class SentenceEncoder:
 
     def __init__(self, vocab_file: str, do_lower_case: bool, tags, seq_length: int, doc_stride: int | None = None,
                  label_all_subtokens: bool = False, chunk: int = 512):
-        from bert_tf.tokenization import BertTokenizerLayer
+        from bert_tf.tokenizer_layer import BertTokenizerLayer
 
         layer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
         cls, sep, unk = (layer.vocab.index(t) for t in ("[CLS]", "[SEP]", "[UNK]"))
