@@ -31,6 +31,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import checkpoints, fileio, staging, tf_log
+from bert_tf.errors import Preempted, TrainingError
 from bert_tf.optimization import current_learning_rate, optimizer_kind
 
 tf_log.hide_saver_timings()
@@ -50,14 +51,6 @@ def write_scalar(name: str, value: float) -> None:
     """A TensorBoard scalar in the default summary writer, without the tensorboard package (which
     `tf.summary.scalar` needs only to fill in this metadata)."""
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR)
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (a non-finite loss); the message says where the last good state was saved."""
-
-
-class Preempted(RuntimeError):
-    """SIGTERM arrived; a checkpoint was saved and a restart resumes from it."""
 
 
 def is_chief(strategy) -> bool:

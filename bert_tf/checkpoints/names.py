@@ -16,12 +16,9 @@ import re
 import numpy as np
 
 from bert_tf.config import BertConfig
+from bert_tf.errors import CheckpointError
 from bert_tf.models import (BertClassifier, BertEncoder, BertFeatureTagger, BertMultipleChoice, BertPretrainer,
                             BertSpanQA, BertTokenClassifier)
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that does not fit the model: missing variables, wrong shapes, unreadable files."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,8 @@ import sys
 from absl import app
 from absl import flags as absl_flags
 
-from bert_tf.checkpoints import CheckpointError
 from bert_tf.config import ConfigError
-from bert_tf.training import Preempted, TrainingError
+from bert_tf.errors import CheckpointError, Preempted, TrainingError
 
 USER_ERRORS = (CheckpointError, ConfigError, FileNotFoundError, TrainingError, Preempted)
 
