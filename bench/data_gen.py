@@ -45,12 +45,13 @@ def report(instances):  # None: counted from the file by the parent
         server._stop()  # once it is reaped too, RUSAGE_CHILDREN counts them (CPython's own tests stop it so)
     rss = max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     print(json.dumps({"instances": instances, "import_seconds": imported - start, "peak_rss_mb": rss / 1024}))
-if kind == "ours":  # the command as users run it: its workers' fork server first, as its `run` starts it
-    from data_gen.workers import prestart
-    prestart()
-    import data_gen.generate  # noqa: F401  (TensorFlow's import, timed as for the other kinds)
-    imported = time.perf_counter()
-    from data_gen import create_pretraining_data
+if kind == "ours":  # the command as users run it, its `run` (fork server, TensorFlow without Keras, main)
+    from data_gen import create_pretraining_data, keras_free
+    def timed_import(import_bert_tf=keras_free.import_bert_tf):  # TensorFlow's import, timed as for the other kinds
+        global imported
+        import_bert_tf()
+        imported = time.perf_counter()
+    keras_free.import_bert_tf = timed_import
     atexit.register(report, None)  # the command ends in sys.exit: reported after its main, before the teardown
     sys.argv = ["create_pretraining_data", f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
                 "--do_lower_case", "--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",

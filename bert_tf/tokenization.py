@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.deferred_imports import defer_submodule
 from bert_tf.heap import collector_paused
 
 MAX_CHARS_PER_WORD = 200
@@ -285,9 +286,12 @@ def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: b
 def load_tensorflow_text():
     """The `tensorflow_text` module, imported at first use (processes that never tokenize in-graph skip it) and
     without garbage collections (`bert_tf.heap`): one of them could be a full collection over TensorFlow's
-    objects."""
+    objects. In a process that has not loaded Keras (data_gen's main process, `data_gen.keras_free`), the package's
+    Keras layers (`tensorflow_text.keras`), which would load it, are deferred to their first use."""
     if "tensorflow_text" not in sys.modules:  # the pause is process-wide: only for the import itself
         with collector_paused():
+            if "keras" not in sys.modules:
+                defer_submodule("tensorflow_text.python.keras")
             import tensorflow_text  # noqa: F401
     return sys.modules["tensorflow_text"]
 
@@ -322,7 +326,8 @@ class InGraphTokenizer:
     all get the span of the whole word, which is what answer extraction and word-level tagging need.
 
     It needs TensorFlow and tensorflow-text only; `BertTokenizerLayer` (`bert_tf.tokenizer_layer`) is the same
-    tokenizer as a Keras layer, for models, `tf.data` and SavedModels.
+    tokenizer as a Keras layer, for models, `tf.data` and SavedModels. data_gen's main process tokenizes with this
+    class and never loads Keras (`data_gen.keras_free`).
 
     Args:
       vocab_file: `vocab.txt` path; its contents are read once and kept (`vocab`, and the layer's config), so

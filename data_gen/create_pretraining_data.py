@@ -77,9 +77,11 @@ def main(argv):
 
 
 def run():
+    from data_gen.keras_free import import_bert_tf
     from data_gen.workers import prestart
 
     prestart()  # the workers' fork server loads on a core that TensorFlow's import leaves idle
+    import_bert_tf()
     from bert_tf.cli import PATHS, start
 
     start(main, "create_pretraining_data", {"output_file": PATHS})

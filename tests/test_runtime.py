@@ -258,3 +258,33 @@ def test_with_matplotlib_imported_first_pyplot_is_still_deferred_and_plots(tmp_p
     done = forking.python(["-c", PACKAGE_FIRST, str(path)])
     assert done.returncode == 0, done.stderr[-2000:]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_deferred_submodule_runs_at_its_first_attribute_and_only_where_nothing_of_it_is_imported(tmp_path,
+                                                                                                    monkeypatch):
+    import types
+
+    from bert_tf.deferred_imports import defer_submodule
+
+    ran = tmp_path / "ran.txt"
+    package = tmp_path / "deferpkg" / "inner"
+    package.mkdir(parents=True)
+    (tmp_path / "deferpkg" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from deferpkg.inner import heavy\n")  # as tensorflow_text imports its keras
+    (package / "heavy.py").write_text(f"open({str(ran)!r}, 'a').write('x')\nVALUE = 42\n")
+    (tmp_path / "flat.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("deferpkg", "deferpkg.inner", "deferpkg.inner.heavy", "flat"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert not defer_submodule("deferpkg.inner.missing") and not defer_submodule("flat.sub")
+    assert defer_submodule("deferpkg.inner.heavy")
+    import deferpkg.inner
+
+    assert type(deferpkg.inner.heavy) is not types.ModuleType and not ran.exists()  # imported, not run
+    assert deferpkg.inner.heavy.VALUE == 42 and ran.read_text() == "x"
+    assert type(sys.modules["deferpkg.inner.heavy"]) is types.ModuleType
+    assert not defer_submodule("deferpkg.inner.heavy")  # imported
+    del sys.modules["deferpkg.inner.heavy"]
+    assert not defer_submodule("deferpkg.inner.heavy")  # its package is imported
+    for name in ("deferpkg", "deferpkg.inner", "flat"):
+        sys.modules.pop(name, None)

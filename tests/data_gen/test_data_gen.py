@@ -709,6 +709,79 @@ def test_cli_flags_long_lines_and_bad_vocab(vocab_file, tmp_path):
     assert light.stdout.strip() == "[]", light.stdout + light.stderr
 
 
+# The command as `python -m` runs it, reporting at exit what its main process loaded.
+WITHOUT_KERAS = r"""
+import atexit, sys
+atexit.register(lambda: print("loaded:", sorted(m for m in ("keras", "bert_tf.models") if m in sys.modules),
+                              type(sys.modules.get("tensorflow_text.python.keras")).__name__))
+sys.argv = ["create_pretraining_data"] + sys.argv[1:]
+from data_gen import create_pretraining_data
+create_pretraining_data.run()
+"""
+
+
+def test_the_command_tokenizes_without_keras_and_writes_what_the_library_writes(corpus, vocab_file, tmp_path):
+    """A fresh interpreter: Keras is refused while TensorFlow is imported, which a forked child has done already."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    flags = [f"--input_file={corpus}", f"--output_file={tmp_path}/cli/", "--num_output_shards=3",
+             f"--vocab_file={vocab_file}", "--dupe_factor=2", "--window_size=100", "--max_seq_length=64",
+             "--max_predictions_per_seq=10", "--num_workers=2"]
+    done = subprocess.run([sys.executable, "-c", WITHOUT_KERAS, *flags], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded: [] _Deferred" in done.stdout, done.stdout  # nor tensorflow-text's Keras layers
+    run_generate(corpus, tmp_path / "library", vocab_file)  # in this process, which has Keras
+    shards = sorted(p.name for p in (tmp_path / "library").glob("*.tfrecord"))
+    assert len(shards) == 3 and sorted(p.name for p in (tmp_path / "cli").glob("*.tfrecord")) == shards
+    for name in shards:
+        assert filecmp.cmp(tmp_path / "cli" / name, tmp_path / "library" / name, shallow=False), name
+
+
+# After the command's import, Keras loads as usual wherever something asks for it.
+KERAS_AFTERWARDS = r"""
+import sys, types
+from data_gen.keras_free import import_bert_tf
+import_bert_tf()
+assert not {"keras", "bert_tf.models"} & set(sys.modules)
+import tensorflow as tf
+from bert_tf.tokenization import InGraphTokenizer
+tokenizer = InGraphTokenizer(vocab=["[UNK]", "hello", "world"])
+assert tokenizer.tokenize(tf.constant(["hello world"])).to_list() == [[1, 2]]
+assert "keras" not in sys.modules and type(sys.modules["tensorflow_text.python.keras"]) is not types.ModuleType
+from tensorflow.keras import layers  # TensorFlow found where Keras is while refusing to load it
+assert layers.Dense(2)(tf.ones([1, 3])).shape == (1, 2) and tf.keras.layers.Dense is layers.Dense
+import keras, tensorflow_text
+assert tensorflow_text.keras.layers.WordpieceTokenizer  # tensorflow-text's layers, loaded now
+registered = keras.saving.get_registered_object("Text>WordpieceTokenizer")
+assert registered is tensorflow_text.keras.layers.WordpieceTokenizer
+from bert_tf import BertConfig, BertEncoder
+assert keras.saving.get_registered_object("bert_tf>BertEncoder") is BertEncoder
+outputs = BertEncoder(BertConfig.preset("tiny"))({"input_word_ids": tf.ones([1, 4], tf.int32),
+                                                  "input_mask": tf.ones([1, 4], tf.int32),
+                                                  "input_type_ids": tf.zeros([1, 4], tf.int32)})
+print("ok", sorted(outputs) if isinstance(outputs, dict) else type(outputs).__name__)
+"""
+
+# With Keras imported first, nothing is refused: `import bert_tf` imports its models, as everywhere else.
+KERAS_FIRST = r"""
+import sys
+import keras
+from data_gen.keras_free import import_bert_tf
+import_bert_tf()
+import bert_tf
+assert "bert_tf.models" in sys.modules and "BertEncoder" in vars(bert_tf)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("script", [KERAS_AFTERWARDS, KERAS_FIRST], ids=["keras-afterwards", "keras-first"])
+def test_keras_refused_during_the_import_loads_as_usual_afterwards(script):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr[-3000:]
+
+
 WINDOW_PAGE_FAULTS = r"""
 import json, resource, sys
 import numpy as np

@@ -1,0 +1,53 @@
+"""create_pretraining_data's main process without Keras.
+
+The main process reads the corpus and tokenizes it with TensorFlow and tensorflow-text (`InGraphTokenizer`); it never
+builds a model. TensorFlow's import nevertheless imports Keras (an "eager load of Keras' code" at the end of
+`tensorflow/__init__.py`, whose failure it ignores), and so would tensorflow-text's, for its Keras layers: ~0.1 s of
+a start-up that bounds the command on small corpora, and ~20 MB (BENCHMARKS.md, "Pretraining data generation").
+`import_bert_tf` imports bert_tf, and TensorFlow with it, with Keras refused: `import keras` finds Keras (TensorFlow
+reads where it is installed, for `tf.keras`) and fails to load it. Afterwards Keras loads as usual wherever it is
+imported (`tf.keras`, `bert_tf.BertEncoder`, tensorflow-text's layers at their first use): only the eager load is
+skipped. Standard library only: it runs before TensorFlow's import.
+"""
+
+import importlib.machinery
+import sys
+
+
+class _Refused:
+    """A loader that finds Keras and declines to load it."""
+
+    @staticmethod
+    def create_module(spec):
+        raise ModuleNotFoundError(f"{spec.name} is not loaded while bert_tf imports TensorFlow here "
+                                  "(data_gen.keras_free)", name=spec.name)
+
+    @staticmethod
+    def exec_module(module):  # never reached: create_module raises
+        raise ModuleNotFoundError(module.__name__, name=module.__name__)
+
+
+class _RefuseKeras:
+    """A finder for `sys.meta_path`: Keras's own spec, with `_Refused` as its loader."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "keras":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = _Refused()
+        return spec
+
+
+def import_bert_tf() -> None:
+    """Imports bert_tf with Keras refused while it imports TensorFlow; as a plain import where either of them, or
+    Keras, is imported already."""
+    finder = None if any(name in sys.modules for name in ("bert_tf", "tensorflow", "keras")) else _RefuseKeras()
+    if finder:
+        sys.meta_path.insert(0, finder)
+    try:
+        import bert_tf  # noqa: F401
+    finally:
+        if finder:
+            sys.meta_path.remove(finder)
