@@ -51,8 +51,10 @@ if kind == "ours":  # the command as users run it, its `run` (fork server, Tenso
         global imported
         import_bert_tf()
         imported = time.perf_counter()
+        # The command ends in sys.exit: reported after its main, before the teardown, and before the exit handlers
+        # registered so far (multiprocessing's removes the fork server's socket, which `report` needs).
+        atexit.register(report, None)
     keras_free.import_bert_tf = timed_import
-    atexit.register(report, None)  # the command ends in sys.exit: reported after its main, before the teardown
     sys.argv = ["create_pretraining_data", f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
                 "--do_lower_case", "--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
                 "--random_seed=12345", f"--dupe_factor={dupe}", f"--num_workers={workers}"]
