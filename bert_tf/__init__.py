@@ -13,6 +13,8 @@ and the quickstart import `bert_tf` before TensorFlow (`import bert_tf  # noqa: 
 used). If TensorFlow came first with oneDNN off, `import bert_tf` warns and says how to fix it.
 """
 
+import sys
+
 from bert_tf.deferred_imports import defer_matplotlib
 from bert_tf.heap import collector_paused
 from bert_tf.onednn import prefer_onednn
@@ -27,7 +29,7 @@ with collector_paused(promote=True):
         from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402
                                     BertSpanQA, BertTokenClassifier)
     except ModuleNotFoundError as e:  # Keras refused (`data_gen.keras_free`): the models load at first use
-        if e.name != "keras":
+        if e.name != "keras" or not any(getattr(finder, "refuses_keras", False) for finder in sys.meta_path):
             raise
 
 _MODELS = ("BertClassifier", "BertEncoder", "BertMultipleChoice", "BertPretrainer", "BertSpanQA",

@@ -40,24 +40,27 @@ class _Deferred(types.ModuleType):
 
 def defer_submodule(name: str) -> bool:
     """Defers the module `name`, a submodule of packages none of which is imported yet, to its first use; whether it
-    did. It is found as the import system would find it, each package's directory in turn, without running any
-    package's code; it is not deferred where a package on the way is not a plain directory of modules.
+    did. It is looked for in each package's directory in turn, without running any package's code: where the import
+    system finds it if no package on the way changes its own `__path__` when it runs (true of tensorflow-text's). A
+    namespace package on the way, or a module that is not a file, is not deferred. The module is not bound as an
+    attribute of its package until it runs; `from package import module` finds it all the same.
     (`bert_tf.tokenization.load_tensorflow_text` defers tensorflow-text's Keras layers this way in a process that
     has not loaded Keras, data_gen's main process: they would load it.)"""
     parts = name.split(".")
-    if any(".".join(parts[:i]) in sys.modules for i in range(1, len(parts) + 1)):
-        return False
-    spec = importlib.util.find_spec(parts[0])  # a top-level module's spec: nothing is imported
-    for i in range(2, len(parts) + 1):
-        if spec is None or not spec.submodule_search_locations:
+    with _Deferred._lock:
+        if any(".".join(parts[:i]) in sys.modules for i in range(1, len(parts) + 1)):
             return False
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i]), spec.submodule_search_locations)
-    if spec is None or not hasattr(spec.loader, "exec_module"):
-        return False
-    module = importlib.util.module_from_spec(spec)
-    module.__class__ = _Deferred
-    sys.modules[name] = module
-    return True
+        spec = importlib.util.find_spec(parts[0])  # a top-level module's spec: nothing is imported
+        for i in range(2, len(parts) + 1):
+            if spec is None or spec.origin is None or not spec.submodule_search_locations:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i]), spec.submodule_search_locations)
+        if spec is None or spec.origin is None or not hasattr(spec.loader, "exec_module"):
+            return False
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = _Deferred
+        sys.modules[name] = module
+        return True
 
 
 def defer_matplotlib() -> bool:

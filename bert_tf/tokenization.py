@@ -573,3 +573,7 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
     mask = position < start[:, None]
     return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
             "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+
+if "keras" in sys.modules:  # the layer registered with Keras on importing this module, as when it was defined here
+    from bert_tf import tokenizer_layer  # noqa: E402,F401

@@ -267,24 +267,28 @@ def test_a_deferred_submodule_runs_at_its_first_attribute_and_only_where_nothing
     from bert_tf.deferred_imports import defer_submodule
 
     ran = tmp_path / "ran.txt"
-    package = tmp_path / "deferpkg" / "inner"
-    package.mkdir(parents=True)
-    (tmp_path / "deferpkg" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("from deferpkg.inner import heavy\n")  # as tensorflow_text imports its keras
-    (package / "heavy.py").write_text(f"open({str(ran)!r}, 'a').write('x')\nVALUE = 42\n")
+    (tmp_path / "deferpkg" / "inner").mkdir(parents=True)
+    # the package imports its subpackage's module, as tensorflow_text's __init__ imports tensorflow_text.python.keras
+    (tmp_path / "deferpkg" / "__init__.py").write_text("from deferpkg.inner import heavy\n")
+    (tmp_path / "deferpkg" / "inner" / "__init__.py").write_text("")
+    (tmp_path / "deferpkg" / "inner" / "heavy.py").write_text(f"open({str(ran)!r}, 'a').write('x')\nVALUE = 42\n")
+    (tmp_path / "nsdefer" / "inner").mkdir(parents=True)  # namespace packages: no __init__.py
+    (tmp_path / "nsdefer" / "inner" / "heavy.py").write_text("")
     (tmp_path / "flat.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("deferpkg", "deferpkg.inner", "deferpkg.inner.heavy", "flat"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    assert not defer_submodule("deferpkg.inner.missing") and not defer_submodule("flat.sub")
-    assert defer_submodule("deferpkg.inner.heavy")
-    import deferpkg.inner
+    names = ("deferpkg", "deferpkg.inner", "deferpkg.inner.heavy", "nsdefer", "nsdefer.inner", "flat")
+    try:
+        assert not defer_submodule("deferpkg.inner.missing") and not defer_submodule("flat.sub")
+        assert not defer_submodule("nsdefer.inner.heavy")
+        assert defer_submodule("deferpkg.inner.heavy")
+        import deferpkg
 
-    assert type(deferpkg.inner.heavy) is not types.ModuleType and not ran.exists()  # imported, not run
-    assert deferpkg.inner.heavy.VALUE == 42 and ran.read_text() == "x"
-    assert type(sys.modules["deferpkg.inner.heavy"]) is types.ModuleType
-    assert not defer_submodule("deferpkg.inner.heavy")  # imported
-    del sys.modules["deferpkg.inner.heavy"]
-    assert not defer_submodule("deferpkg.inner.heavy")  # its package is imported
-    for name in ("deferpkg", "deferpkg.inner", "flat"):
-        sys.modules.pop(name, None)
+        assert type(deferpkg.heavy) is not types.ModuleType and not ran.exists()  # imported, not run
+        assert deferpkg.heavy.VALUE == 42 and ran.read_text() == "x"
+        assert type(sys.modules["deferpkg.inner.heavy"]) is types.ModuleType
+        assert not defer_submodule("deferpkg.inner.heavy")  # imported
+        del sys.modules["deferpkg.inner.heavy"]
+        assert not defer_submodule("deferpkg.inner.heavy")  # its package is imported
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)

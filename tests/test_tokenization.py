@@ -1,9 +1,11 @@
 """Tokenization must be token-for-token the original's. Oracle: HF `tokenizers` BertWordPieceTokenizer (Rust),
 an independent implementation of the original rules, on the real uncased vocab of all-MiniLM-L6-v2."""
 
+import json
 import os
 import unicodedata
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -275,6 +277,28 @@ def test_the_keras_free_tokenizer_is_the_layer_and_the_layer_keeps_its_old_impor
         tokenization.InGraphTokenizer()
     with pytest.raises(ValueError, match="BertTokenizerLayer needs vocab_file"):
         BertTokenizerLayer()
+
+
+# A layer saved elsewhere loads where only bert_tf.tokenization was imported, as before the layer had its own module:
+# Keras finds a custom layer only by its registered name.
+LOADS_AFTER_TOKENIZATION = r"""
+import json, sys
+assert "bert_tf.tokenizer_layer" not in sys.modules
+import keras
+import bert_tf.tokenization
+layer = keras.saving.deserialize_keras_object(json.loads(sys.argv[1]))
+assert type(layer).__name__ == "BertTokenizerLayer" and layer.vocab == ("[UNK]", "hello", "world")
+import tensorflow as tf
+print(layer(tf.constant(["hello world"])).to_list())
+"""
+
+
+def test_a_saved_layer_loads_after_importing_the_tokenization_module_alone():
+    from tests import forking
+
+    config = keras.saving.serialize_keras_object(BertTokenizerLayer(vocab=["[UNK]", "hello", "world"]))
+    done = forking.python(["-c", LOADS_AFTER_TOKENIZATION, json.dumps(config)])
+    assert done.returncode == 0 and done.stdout.strip() == "[[1, 2]]", done.stderr[-2000:]
 
 
 def test_one_layer_serves_several_graphs(vocab_file):
