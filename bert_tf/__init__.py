@@ -26,7 +26,7 @@ with collector_paused(promote=True):
     quiet_import()
     from bert_tf.config import BertConfig, ConfigError  # noqa: E402 (after the settings TensorFlow reads at import)
     try:
-        from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402
+        from bert_tf.models import (BertClassifier, BertEncoder, BertMultipleChoice, BertPretrainer,  # noqa: E402,F401
                                     BertSpanQA, BertTokenClassifier)
     except ModuleNotFoundError as e:  # Keras refused (`data_gen.keras_free`): the models load at first use
         if e.name != "keras" or not any(getattr(finder, "refuses_keras", False) for finder in sys.meta_path):
@@ -45,6 +45,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BertConfig", "ConfigError", "BertEncoder", "BertPretrainer", "BertClassifier", "BertTokenClassifier",
-           "BertSpanQA", "BertMultipleChoice"]
+__all__ = ["BertConfig", "ConfigError", *_MODELS]
 __version__ = "0.1.0"

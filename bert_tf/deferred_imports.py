@@ -57,10 +57,16 @@ def defer_submodule(name: str) -> bool:
             spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i]), spec.submodule_search_locations)
         if spec is None or spec.origin is None or not hasattr(spec.loader, "exec_module"):
             return False
-        module = importlib.util.module_from_spec(spec)
-        module.__class__ = _Deferred
-        sys.modules[name] = module
+        _install(spec)
         return True
+
+
+def _install(spec) -> types.ModuleType:
+    """The module of `spec` in sys.modules, deferred: its code not run yet."""
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _Deferred
+    sys.modules[spec.name] = module
+    return module
 
 
 def defer_matplotlib() -> bool:
@@ -77,10 +83,7 @@ def defer_matplotlib() -> bool:
              importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations) for name in names]
     if any(spec is None or not hasattr(spec.loader, "exec_module") for spec in specs):
         return False
-    modules = [importlib.util.module_from_spec(spec) for spec in specs]
-    for module in modules:
-        module.__class__ = _Deferred
-        sys.modules[module.__name__] = module
+    modules = [_install(spec) for spec in specs]
     for module in modules:  # `from matplotlib import patches` finds it without running matplotlib's code
         if module.__name__ != "matplotlib":
             vars(sys.modules["matplotlib"])[module.__name__.rpartition(".")[2]] = module

@@ -487,8 +487,8 @@ class InGraphTokenizer:
 
 
 def __getattr__(name):
-    """`BertTokenizerLayer` from this module, where it was defined before it moved to `bert_tf.tokenizer_layer` (which
-    imports Keras, which this module does not)."""
+    """`BertTokenizerLayer`, importable from here too: it lives in `bert_tf.tokenizer_layer`, which imports Keras,
+    and this module does not."""
     if name == "BertTokenizerLayer":
         from bert_tf.tokenizer_layer import BertTokenizerLayer
 
@@ -575,5 +575,5 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
             "input_type_ids": tf.cast(type_ids, tf.int32)}
 
 
-if "keras" in sys.modules:  # the layer registered with Keras on importing this module, as when it was defined here
+if "keras" in sys.modules:  # registered with Keras, so that a saved layer loads after importing this module alone
     from bert_tf import tokenizer_layer  # noqa: E402,F401

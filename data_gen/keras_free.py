@@ -3,11 +3,11 @@
 The main process reads the corpus and tokenizes it with TensorFlow and tensorflow-text (`InGraphTokenizer`); it never
 builds a model. TensorFlow's import nevertheless imports Keras (an "eager load of Keras' code" at the end of
 `tensorflow/__init__.py`, whose failure it ignores; the legacy `tf_keras` instead under `TF_USE_LEGACY_KERAS`), and
-so would tensorflow-text's, for its Keras layers: ~0.1 s of a start-up that bounds the command on small corpora, and
-~20 MB (BENCHMARKS.md, "Pretraining data generation"). `import_bert_tf` imports bert_tf, and TensorFlow with it,
-with both refused: `import keras` finds Keras (TensorFlow reads where it is installed, for `tf.keras`) and fails to
-load it. Afterwards Keras loads as usual wherever it is imported (`tf.keras`, `bert_tf.BertEncoder`, tensorflow-text's
-layers at their first use): only the eager load is skipped.
+so would tensorflow-text's, for its Keras layers: time and memory in a start-up that bounds the command on small
+corpora (BENCHMARKS.md, "Pretraining data generation", measures both). `import_bert_tf` imports bert_tf, and
+TensorFlow with it, with both refused: `import keras` finds Keras (TensorFlow reads where it is installed, for
+`tf.keras`) and fails to load it. Afterwards Keras loads as usual wherever it is imported (`tf.keras`,
+`bert_tf.BertEncoder`, tensorflow-text's layers at their first use): only the eager load is skipped.
 
 What runs during the refusal must not touch `tf.keras` (or `tf.losses`, `tf.metrics`, `tf.optimizers`,
 `tf.initializers`): TensorFlow's lazy loader behind them marks itself loaded before it imports Keras, so a failed

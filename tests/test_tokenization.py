@@ -279,8 +279,8 @@ def test_the_keras_free_tokenizer_is_the_layer_and_the_layer_keeps_its_old_impor
         BertTokenizerLayer()
 
 
-# A layer saved elsewhere loads where only bert_tf.tokenization was imported, as before the layer had its own module:
-# Keras finds a custom layer only by its registered name.
+# A layer saved elsewhere loads where only bert_tf.tokenization was imported: Keras finds a custom layer only by its
+# registered name.
 LOADS_AFTER_TOKENIZATION = r"""
 import json, sys
 assert "bert_tf.tokenizer_layer" not in sys.modules
