@@ -1,19 +1,23 @@
 """The GPU plan: pretraining throughput (sequences/s) of BERT-Base and BERT-Large at seq 128 and 512, with XLA and
 mixed precision, on the GPU TensorFlow sees, beside NVIDIA's published TensorFlow 2 figures for the same cells.
 
-  python -m bench.accelerator [--presets base,large] [--seqs 128,512] [--precisions fp16,bf16]
-                              [--peers keras_hub,hf_torch] [--steps 5] [--repeats 3]
+  python -m bench.accelerator [--presets large,base] [--seqs 128,512] [--precisions fp16,bf16]
+                              [--peers keras_hub,hf_torch] [--steps 5] [--repeats 3] [--budget_s 0]
 
-Each cell runs `bench.pretraining` twice, each time in a process of its own (a fresh GPU memory pool): ours alone
-(with and without `jit_compile`), for the largest batch ours fits, which is set against NVIDIA's figure; then ours
-and the peers on the same GPU at one batch that all of them fit, for the ratios between them. Both runs append
-their rows to `bench/results/pretraining.csv` with the GPU's name. The per-GPU batch starts at NVIDIA's for an A100
-80GB (`BATCH`, `FIRST_BATCH`) and is halved until the run fits in memory. The reference (`PUBLISHED`) is NVIDIA's
-DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on
-NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation over many
-micro-batches per update; ours updates every step, so an update's cost is counted in every step here. bf16 has no
-NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops. BENCHMARKS.md, "The GPU plan",
-lists the figures.
+Each cell runs `bench.pretraining` in processes of its own (a fresh GPU memory pool): first ours alone (with and
+without `jit_compile`) for the largest batch ours fits, which is set against NVIDIA's figure; then ours and the
+peers on the same GPU at one batch that all of them fit, for the ratios between them. Every cell's run alone comes
+before any run with the peers, and the cells that NVIDIA has a figure for come first, so that a plan cut short by
+`--budget_s` (seconds for the whole plan; a run still going then is stopped) has the comparisons that matter most.
+The children share a persistent XLA cache (`--tf_xla_persistent_cache_directory`), so the run with the peers loads
+the training step that the run alone compiled. Each child's output streams through, its warm-up times (tracing,
+XLA's compile) included. Both runs append their rows to `bench/results/pretraining.csv` with the GPU's name. The
+per-GPU batch starts at NVIDIA's for an A100 80GB (`BATCH`, `FIRST_BATCH`) and is halved until the run fits in
+memory. The reference (`PUBLISHED`) is NVIDIA's DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README,
+"Pre-training training performance: Single-node on NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02,
+LAMB with gradient accumulation over many micro-batches per update; ours updates every step, so an update's cost is
+counted in every step here. bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and
+stops. BENCHMARKS.md, "The GPU plan", lists the figures.
 """
 
 import argparse
@@ -22,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from bench.common import report
 from bench.pretraining import PEERS, PRECISIONS
@@ -39,9 +44,10 @@ OUT_OF_MEMORY = ("ResourceExhaustedError", "OOM when allocating", "RESOURCE_EXHA
                  "OutOfMemoryError", "CUDA out of memory")
 
 
-def run_cell(preset, seq, precision, batch, args, peers):
+def run_cell(preset, seq, precision, batch, args, peers, env=None, deadline=None):
     """Runs one cell of `bench.pretraining` with `peers`, halving the batch on out-of-memory; returns (batch, rows)
-    or (batch, None) with the failure printed."""
+    or (batch, None) with the failure printed. The child's output streams through; at `deadline` (a
+    `time.monotonic()` time) it is stopped."""
     while True:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rows.json")
@@ -49,8 +55,12 @@ def run_cell(preset, seq, precision, batch, args, peers):
                        f"--batch={batch}", f"--precision={precision}", f"--peers={peers}",
                        f"--steps={args.steps}", f"--repeats={args.repeats}", f"--rows_out={out}"]
             print(f"\n== {' '.join(command[1:-1])}", flush=True)
-            done = subprocess.run(command, capture_output=True, text=True)
-            print(done.stdout, end="", flush=True)
+            try:
+                done = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env,
+                                      timeout=None if deadline is None else max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print("stopped: --budget_s ran out", flush=True)
+                return batch, None
             if done.returncode == 0:
                 with open(out, encoding="utf-8") as f:
                     return batch, json.load(f)
@@ -62,18 +72,40 @@ def run_cell(preset, seq, precision, batch, args, peers):
         return batch, None
 
 
+def xla_cache_env(directory):
+    """The children's environment, with TensorFlow's persistent XLA cache in `directory` unless the user named one
+    in TF_XLA_FLAGS: a child at a shape compiled before loads the compiled step instead of compiling it again."""
+    env = dict(os.environ)
+    flags = env.get("TF_XLA_FLAGS", "")
+    if "--tf_xla_persistent_cache_directory" not in flags:
+        env["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
+    return env
+
+
+def spent(deadline):
+    """Whether the plan's time (a `time.monotonic()` deadline, None for no limit) is up."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def published_figure(preset, seq, precision):
+    """NVIDIA's sequences/s for the cell, or None: they publish BERT-Large in fp16 and TF32 only."""
+    return PUBLISHED.get((seq, precision)) if preset == "large" else None
+
+
 def rates(rows):
     return {row["implementation"]: float(row["sequences_per_s"]) for row in rows}
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--presets", default="base,large")
+    parser.add_argument("--presets", default="large,base")
     parser.add_argument("--seqs", default="128,512")
     parser.add_argument("--precisions", default="fp16,bf16")
     parser.add_argument("--peers", default="keras_hub,hf_torch")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget_s", type=float, default=0,
+                        help="seconds for the whole plan, 0 for no limit (a 15-minute GPU lease: about 480)")
     args = parser.parse_args()
     seqs = [int(seq) for seq in args.seqs.split(",") if seq.isdigit()]
     if len(seqs) != len(args.seqs.split(",")) or set(seqs) - set(FIRST_BATCH):
@@ -84,6 +116,8 @@ def main():
         parser.error(f"--peers={args.peers}: choose from {', '.join(PEERS)}, or none")
     if min(args.steps, args.repeats) < 1:
         parser.error("--steps and --repeats must be at least 1")
+    if not args.budget_s >= 0:
+        parser.error(f"--budget_s={args.budget_s}: give seconds, or 0 for no limit")
 
     import bert_tf  # noqa: F401  (TensorFlow's settings, as every benchmark has them)
     from bench.common import tf_gpu_names
@@ -98,43 +132,59 @@ def main():
         raise SystemExit("bench.accelerator: TensorFlow sees no GPU on this machine; the GPU plan needs one "
                          "(CPU figures: python -m bench.pretraining)")
     print(f"GPU: {', '.join(gpus)}", flush=True)
-    rows, failed = [], []
-    for preset in args.presets.split(","):
-        for seq in seqs:
-            for precision in args.precisions.split(","):
-                cell = f"{preset} seq {seq} {precision}"
-                first = BATCH.get((seq, precision), FIRST_BATCH[seq])
-                batch, alone = run_cell(preset, seq, precision, first, args, "none")
-                if alone is None:
-                    failed.append(cell)
+    deadline = time.monotonic() + args.budget_s if args.budget_s else None
+    cells = [(preset, seq, precision) for preset in args.presets.split(",") for seq in seqs
+             for precision in args.precisions.split(",")]
+    cells.sort(key=lambda cell: published_figure(*cell) is None)  # stable: the given order within each group
+    rows, failed, not_run = {}, [], []
+    with tempfile.TemporaryDirectory() as cache:
+        env = xla_cache_env(cache)
+        for preset, seq, precision in cells:
+            name = f"{preset} seq {seq} {precision}"
+            if spent(deadline):
+                not_run.append(name)
+                continue
+            first = BATCH.get((seq, precision), FIRST_BATCH[seq])
+            batch, alone = run_cell(preset, seq, precision, first, args, "none", env, deadline)
+            if alone is None:
+                (not_run if spent(deadline) else failed).append(name)
+                continue
+            ours = rates(alone)
+            best = max(ours["bert_tf"], ours["bert_tf (jit_compile)"])
+            published = published_figure(preset, seq, precision)
+            rows[preset, seq, precision] = {
+                "preset": preset, "seq": seq, "precision": precision, "batch": batch, "bert_tf": ours["bert_tf"],
+                "bert_tf_xla": ours["bert_tf (jit_compile)"], "nvidia_a100_80gb": published or "-",
+                "ours_vs_nvidia": f"{best / published:.2f}x" if published else "-", "peers_batch": "-",
+                "ours_vs_keras_hub": "-", "ours_vs_hf_torch": "-"}
+        if args.peers != "none":
+            for (preset, seq, precision), row in rows.items():
+                name = f"{preset} seq {seq} {precision} with the peers"
+                if spent(deadline):
+                    not_run.append(name)
                     continue
-                ours = rates(alone)
-                best = max(ours["bert_tf"], ours["bert_tf (jit_compile)"])
-                published = PUBLISHED.get((seq, precision)) if preset == "large" else None
-                row = {"preset": preset, "seq": seq, "precision": precision, "batch": batch,
-                       "bert_tf": ours["bert_tf"], "bert_tf_xla": ours["bert_tf (jit_compile)"],
-                       "nvidia_a100_80gb": published or "-",
-                       "ours_vs_nvidia": f"{best / published:.2f}x" if published else "-",
-                       "peers_batch": "-", "ours_vs_keras_hub": "-", "ours_vs_hf_torch": "-"}
-                if args.peers != "none":
-                    peers_batch, compared = run_cell(preset, seq, precision, batch, args, args.peers)
-                    if compared is None:
-                        failed.append(f"{cell} with the peers")
-                    else:
-                        both = rates(compared)
-                        mine = max(both["bert_tf"], both["bert_tf (jit_compile)"])
-                        for column, name in (("ours_vs_keras_hub", "keras-hub BertMaskedLM (MLM only)"),
-                                             ("ours_vs_hf_torch", "HF torch BertForPreTraining")):
-                            if name in both:
-                                row[column] = f"{mine / both[name]:.2f}x"
-                        row["peers_batch"] = peers_batch
-                rows.append(row)
+                peers_batch, compared = run_cell(preset, seq, precision, row["batch"], args, args.peers, env, deadline)
+                if compared is None:
+                    (not_run if spent(deadline) else failed).append(name)
+                    continue
+                both = rates(compared)
+                mine = max(both["bert_tf"], both["bert_tf (jit_compile)"])
+                for column, peer in (("ours_vs_keras_hub", "keras-hub BertMaskedLM (MLM only)"),
+                                     ("ours_vs_hf_torch", "HF torch BertForPreTraining")):
+                    if peer in both:
+                        row[column] = f"{mine / both[peer]:.2f}x"
+                row["peers_batch"] = peers_batch
+    rows = list(rows.values())
     if rows:
-        print("\nsequences/s of ours alone at `batch`; nvidia_a100_80gb: NVIDIA's published TF2 BERT-Large figure for "
-              "the cell (one A100 80GB); ours_vs_*: the faster of ours over the peer, all at peers_batch in one process")
+        print("\nsequences/s of ours alone at `batch`; nvidia_a100_80gb: NVIDIA's published TF2 BERT-Large figure "
+              "for the cell (one A100 80GB); ours_vs_*: the faster of ours over the peer, all at peers_batch in one "
+              "process")
         report("accelerator", rows, list(rows[0]))
-    if failed:
-        raise SystemExit(f"failed: {'; '.join(failed)}")
+    problems = [f"failed: {', '.join(failed)}"] if failed else []
+    if not_run:
+        problems.append(f"not run or cut short, --budget_s={args.budget_s:g} spent: {', '.join(not_run)}")
+    if problems:
+        raise SystemExit("; ".join(problems))
 
 
 if __name__ == "__main__":

@@ -38,13 +38,18 @@ def corpus_of_size(megabytes):
     return lines * max(1, int(megabytes * 1e6 / size) + 1)
 
 
-def paired_times(fns, repeats=5):
+def paired_times(fns, repeats=5, names=None):
     """Times several callables in interleaved rounds (after a warm-up of each), so machine noise hits all alike.
 
     Returns, for each callable, the list of its per-round times; compare them round by round (median ratio).
+    With `names`, prints each warm-up's time as it ends: the tracing and compiling (XLA's, on a GPU, can take
+    minutes) that a benchmark cut short would otherwise not show.
     """
-    for fn in fns:
+    for i, fn in enumerate(fns):
+        start = time.perf_counter()
         fn()
+        if names:
+            print(f"{names[i]}: warm-up round {time.perf_counter() - start:.1f} s", flush=True)
     times = [[] for _ in fns]
     for _ in range(repeats):
         for fn, bucket in zip(fns, times):

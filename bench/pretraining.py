@@ -175,7 +175,8 @@ def main():
             print("HF torch left out: TensorFlow runs on the GPU and this torch has no CUDA")
         else:
             runs["HF torch BertForPreTraining"] = hf_torch(config, data, args.steps, args.precision)
-    times = {name: median(t) for name, t in zip(runs, paired_times(list(runs.values()), repeats=args.repeats))}
+    times = {name: median(t) for name, t in zip(runs, paired_times(list(runs.values()), repeats=args.repeats,
+                                                                 names=list(runs)))}
     rows = [{"implementation": name, "preset": args.preset, "precision": args.precision, "batch": args.batch,
              "seq": args.seq, "predictions": predictions, "seconds_per_step": f"{seconds / args.steps:.3f}",
              "sequences_per_s": f"{args.batch * args.steps / seconds:.1f}",

@@ -249,7 +249,8 @@ def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(
 
 def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(tmp_path, monkeypatch):
     """`bench.accelerator` retries a cell at half the batch when the run ran out of GPU memory, and reads the rows
-    that `bench.pretraining --rows_out` wrote; here on the CPU, with the out-of-memory failure made up once."""
+    that `bench.pretraining --rows_out` wrote; here on the CPU, with the out-of-memory failure made up once. The
+    child compiles its XLA step into the persistent cache that `xla_cache_env` names, for the next child to load."""
     import argparse
     import subprocess
     import sys
@@ -264,20 +265,89 @@ def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(t
             return subprocess.CompletedProcess(command, 1, "", "tensorflow.python.framework.errors_impl."
                                                "ResourceExhaustedError: Graph execution error:\n\nOOM when "
                                                "allocating tensor with shape[312,16,128,128] and type float")
-        assert command[:2] == [sys.executable, "-m"] and kwargs == dict(capture_output=True, text=True), command
-        return forking.python(command[1:])
+        assert command[:2] == [sys.executable, "-m"] and kwargs == dict(stderr=subprocess.PIPE, text=True, env=env,
+                                                                        timeout=None), command
+        return forking.python(command[1:], env=env)
 
     monkeypatch.setattr(accelerator.subprocess, "run", run)
     monkeypatch.setenv("BENCH_RESULTS", str(tmp_path))
+    env = accelerator.xla_cache_env(str(tmp_path / "xla"))
     args = argparse.Namespace(steps=1, repeats=1)
     # fp32, not the plan's fp16: the loss scale's branches add seconds to tracing the child's two steps, and
     # test_pretraining_benchmark_trains_in_the_precision_it_names runs fp16 already
-    batch, rows = accelerator.run_cell("tiny", 32, "fp32", 4, args, "none")
+    batch, rows = accelerator.run_cell("tiny", 32, "fp32", 4, args, "none", env)
     assert batches == [4, 2] and batch == 2
     assert [row["implementation"] for row in rows] == ["bert_tf", "bert_tf (jit_compile)"]
     assert all(row["batch"] == 2 and row["seq"] == 32 and row["predictions"] == 20 and row["precision"] == "fp32"
                and float(row["sequences_per_s"]) > 0 for row in rows)
     assert (tmp_path / "pretraining.csv").exists()  # the rows went where BENCH_RESULTS said, not into the repo
+    cached = [path.name for path in (tmp_path / "xla").iterdir()]
+    assert cached and all(name.startswith("xla_compile_cache") for name in cached), cached
+
+
+def test_accelerator_keeps_the_users_xla_cache_and_stops_a_run_at_the_deadline(monkeypatch, capsys):
+    import argparse
+    import subprocess
+
+    from bench import accelerator
+
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_persistent_cache_directory=/mine --tf_xla_auto_jit=0")
+    assert accelerator.xla_cache_env("/plan")["TF_XLA_FLAGS"] == ("--tf_xla_persistent_cache_directory=/mine "
+                                                                 "--tf_xla_auto_jit=0")
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=0")
+    assert accelerator.xla_cache_env("/plan")["TF_XLA_FLAGS"] == ("--tf_xla_auto_jit=0 "
+                                                                 "--tf_xla_persistent_cache_directory=/plan")
+
+    def run(command, **kwargs):
+        assert 0 < kwargs["timeout"] <= 30
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    monkeypatch.setattr(accelerator.subprocess, "run", run)
+    args = argparse.Namespace(steps=1, repeats=1)
+    deadline = accelerator.time.monotonic() + 30
+    assert accelerator.run_cell("tiny", 32, "fp32", 4, args, "none", None, deadline) == (4, None)
+    assert "stopped: --budget_s ran out" in capsys.readouterr().out
+
+
+def test_accelerator_runs_the_published_cells_alone_first_then_the_peers_until_the_budget_is_spent(
+        tmp_path, monkeypatch, capsys):
+    """The order that makes a plan cut short keep what matters most: every run alone before any run with the peers,
+    the cells NVIDIA has a figure for (BERT-Large fp16) first; once --budget_s is spent nothing more starts, and the
+    line that ends the plan names what did not run. A made-up GPU and clock, each run taking 100 s."""
+    import csv
+
+    from bench import accelerator, common
+
+    clock = [0.0]
+    calls = []
+
+    def run_cell(preset, seq, precision, batch, args, peers, env, deadline):
+        calls.append((preset, seq, precision, peers, batch))
+        assert deadline == 250 and "--tf_xla_persistent_cache_directory=" in env["TF_XLA_FLAGS"]
+        clock[0] += 100
+        rows = [{"implementation": "bert_tf", "sequences_per_s": "100.0"},
+                {"implementation": "bert_tf (jit_compile)", "sequences_per_s": "400.0"}]
+        return batch // 2, rows + ([{"implementation": "HF torch BertForPreTraining", "sequences_per_s": "200.0"}]
+                                   if peers != "none" else [])
+
+    monkeypatch.setattr(common, "tf_gpu_names", lambda: ["Made-up GPU"])
+    monkeypatch.setattr(accelerator, "run_cell", run_cell)
+    monkeypatch.setattr(accelerator.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["bench.accelerator", "--presets", "base,large", "--seqs", "128",
+                                     "--precisions", "bf16,fp16", "--peers", "hf_torch", "--budget_s", "250"])
+    with pytest.raises(SystemExit) as exit_info:
+        accelerator.main()
+    assert calls == [("large", 128, "fp16", "none", 312), ("base", 128, "bf16", "none", 312),
+                     ("base", 128, "fp16", "none", 312)]
+    assert str(exit_info.value) == ("not run or cut short, --budget_s=250 spent: large seq 128 bf16, large seq 128 "
+                                    "fp16 with the peers, base seq 128 bf16 with the peers, base seq 128 fp16 with "
+                                    "the peers")
+    with open(tmp_path / "accelerator.csv", newline="") as f:
+        rows = {(row["preset"], row["precision"]): row for row in csv.DictReader(f)}
+    assert rows["large", "fp16"]["ours_vs_nvidia"] == f"{400 / 485.59:.2f}x" and rows["large", "fp16"]["batch"] == "156"
+    assert rows["base", "bf16"]["ours_vs_nvidia"] == "-" and set(rows) == {("large", "fp16"), ("base", "bf16"),
+                                                                          ("base", "fp16")}
 
 
 def test_accelerator_refuses_a_machine_without_a_gpu_in_one_line(monkeypatch):
