@@ -457,6 +457,7 @@ def test_pretraining_benchmark_trains_in_the_precision_it_names(precision, polic
     (["--peers", "torch"], "--peers=torch: choose from keras_hub, hf_torch, or none"),
     (["--presets", "huge"], "--presets: unknown huge"),
     (["--steps", "0"], "--steps and --repeats must be at least 1"),
+    (["--budget_s", "-5"], "--budget_s=-5.0: give seconds, or 0 for no limit"),
 ])
 def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, capsys):
     from bench import accelerator
