@@ -258,17 +258,16 @@ def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_r
     np.testing.assert_allclose(few, logits[:2], rtol=1e-5, atol=1e-6)
 
 
-def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
-    """SWAG-format CSVs from docstring sentences: the right ending is the context's words shuffled, three others are
-    other sentences. From all-MiniLM-L6-v2's weights the model beats chance (0.25) by far."""
+def _swag_task(data, n_train, n_dev, n_test, seed=0):
+    """SWAG-format CSVs in `data` from docstring sentences: the right ending is the context's words shuffled (less
+    its last two), three others are other sentences."""
     import csv
 
     from bench.common import docstring_lines
 
     lines = [line for line in docstring_lines() if 6 <= len(line.split()) <= 14]
-    rng = random.Random(0)
+    rng = random.Random(seed)
     rng.shuffle(lines)
-    data = tmp_path / "swag"
     data.mkdir()
 
     def write(name, offset, n, labelled=True):
@@ -286,9 +285,16 @@ def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
                 writer.writerow([k, "v", k, context, context, "Then", "gold", *endings] + ([label] if labelled
                                                                                           else []))
 
-    write("train.csv", 0, 48)
-    write("val.csv", 1000, 60)
-    write("test.csv", 2000, 8, labelled=False)
+    write("train.csv", 0, n_train)
+    write("val.csv", 1000, n_dev)
+    write("test.csv", 2000, n_test, labelled=False)
+    return data
+
+
+def test_run_swag_cli_picks_the_right_ending(minilm_dir, tmp_path):
+    """SWAG-format CSVs from docstring sentences (`_swag_task`). From all-MiniLM-L6-v2's weights the model beats
+    chance (0.25) by far."""
+    data = _swag_task(tmp_path / "swag", 48, 60, 8)
     out = forking.python(["-m", "bert_tf.cli.run_swag", f"--data_dir={data}",
                           f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={minilm_dir}/config.json",
                           f"--init_checkpoint={minilm_dir}", "--do_train", "--do_eval", "--do_predict",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import forking
-from tests.tasks.test_finetuning import _pair_task
+from tests.tasks.test_finetuning import _pair_task, _swag_task
 from tests.tasks.test_squad import _year_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -198,7 +198,7 @@ def test_float16_trains_200_steps_with_a_moving_loss_scale(tmp_path):
     assert losses[-1] < losses[0]
 
 
-@pytest.mark.parametrize("family", ["classification", "span_qa", "tagging"])
+@pytest.mark.parametrize("family", ["classification", "span_qa", "tagging", "multiple_choice"])
 def test_jit_compile_trains_each_task_family_to_the_plain_graphs_weights(family, minilm_dir, tmp_path):
     """`--jit_compile`, which the docs advise on a GPU, compiles each family's training step with XLA, and the run
     ends with the plain graph's weights to float32 rounding (dropout off: XLA's Philox draws other masks); here with
@@ -216,7 +216,8 @@ def test_jit_compile_trains_each_task_family_to_the_plain_graphs_weights(family,
                            f"--data_dir={_pair_task(tmp_path / 'mrpc', 48, 8, 0)}"],
         "span_qa": ["bert_tf.cli.run_squad", f"--train_file={_year_task(tmp_path / 'train.json', 40, 0)}",
                     "--doc_stride=16"],
-        "tagging": ["bert_tf.cli.run_ner", f"--data_dir={_corpus(tmp_path / 'conll', 0)}"]}[family]
+        "tagging": ["bert_tf.cli.run_ner", f"--data_dir={_corpus(tmp_path / 'conll', 0)}"],
+        "multiple_choice": ["bert_tf.cli.run_swag", f"--data_dir={_swag_task(tmp_path / 'swag', 40, 8, 0)}"]}[family]
     args += [f"--vocab_file={minilm_dir}/vocab.txt", f"--bert_config_file={config}", "--do_train",
              "--max_seq_length=32", "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=1",
              "--dropout_rate=0"]
