@@ -250,7 +250,8 @@ def test_the_original_script_runner_runs_tf1_code_unmodified_under_tensorflow_2(
 def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(tmp_path, monkeypatch):
     """`bench.accelerator` retries a cell at half the batch when the run ran out of GPU memory, and reads the rows
     that `bench.pretraining --rows_out` wrote; here on the CPU, with the out-of-memory failure made up once. The
-    child compiles its XLA step into the persistent cache that `xla_cache_env` names, for the next child to load."""
+    child compiles its XLA step into the persistent cache that `xla_cache_env` names, and the next child, with
+    keras-hub beside ours, loads it."""
     import argparse
     import subprocess
     import sys
@@ -281,8 +282,13 @@ def test_accelerator_cell_halves_the_batch_on_out_of_memory_and_reads_the_rows(t
     assert all(row["batch"] == 2 and row["seq"] == 32 and row["predictions"] == 20 and row["precision"] == "fp32"
                and float(row["sequences_per_s"]) > 0 for row in rows)
     assert (tmp_path / "pretraining.csv").exists()  # the rows went where BENCH_RESULTS said, not into the repo
-    cached = [path.name for path in (tmp_path / "xla").iterdir()]
+    cached = {path.name for path in (tmp_path / "xla").iterdir()}
     assert cached and all(name.startswith("xla_compile_cache") for name in cached), cached
+    # the run with a peer built in the same process loads those entries: it compiles nothing new
+    batch, rows = accelerator.run_cell("tiny", 32, "fp32", 2, args, "keras_hub", env)
+    assert [row["implementation"] for row in rows] == ["bert_tf", "bert_tf (jit_compile)",
+                                                       "keras-hub BertMaskedLM (MLM only)"]
+    assert {path.name for path in (tmp_path / "xla").iterdir()} == cached
 
 
 def test_accelerator_keeps_the_users_xla_cache_and_stops_a_run_at_the_deadline(monkeypatch, capsys):
