@@ -9,19 +9,21 @@ without `jit_compile`) for the largest batch ours fits, which is set against NVI
 peers on the same GPU at one batch that all of them fit, for the ratios between them. Every cell's run alone comes
 before any run with the peers, and the cells that NVIDIA has a figure for come first, so that a plan cut short by
 `--budget_s` (seconds for the whole plan; a run still going then is stopped) has the comparisons that matter most.
-The children share a persistent XLA cache (`--tf_xla_persistent_cache_directory`), so the run with the peers loads
-the training step that the run alone compiled. Each child's output streams through, its warm-up times (tracing,
-XLA's compile) included. Both runs append their rows to `bench/results/pretraining.csv` with the GPU's name. The
-per-GPU batch starts at NVIDIA's for an A100 80GB (`BATCH`, `FIRST_BATCH`) and is halved until the run fits in
-memory. The reference (`PUBLISHED`) is NVIDIA's DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README,
-"Pre-training training performance: Single-node on NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02,
-LAMB with gradient accumulation over many micro-batches per update; ours updates every step, so an update's cost is
-counted in every step here. bf16 has no NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and
-stops. BENCHMARKS.md, "The GPU plan", lists the figures.
+The children share a persistent XLA cache (`--tf_xla_persistent_cache_directory`), so the run with the peers, at the
+same batch, loads the training step that the run alone compiled (checked on a CPU). Each child's output streams
+through, its warm-up times (tracing, XLA's compile) included. Both runs append their rows to
+`bench/results/pretraining.csv` with the GPU's name. The per-GPU batch starts at NVIDIA's for an A100 80GB (`BATCH`,
+`FIRST_BATCH`) and is halved until the run fits in memory. The reference (`PUBLISHED`) is NVIDIA's
+DeepLearningExamples `TensorFlow2/LanguageModeling/BERT` README, "Pre-training training performance: Single-node on
+NVIDIA DGX A100 (8x A100 80GB)", one GPU, NGC TensorFlow 21.02, LAMB with gradient accumulation over many
+micro-batches per update; ours updates every step, so an update's cost is counted in every step here. bf16 has no
+NVIDIA figure. On a machine where TensorFlow sees no GPU this says so and stops. BENCHMARKS.md, "The GPU plan",
+lists the figures.
 """
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -40,15 +42,19 @@ PUBLISHED = {(128, "fp16"): 485.59, (512, "fp16"): 96.52, (128, "fp32"): 282.98,
 # How a run that ran out of GPU memory ends: TensorFlow's ResourceExhaustedError (its "OOM when allocating" message;
 # the C++ log line with RESOURCE_EXHAUSTED is silenced by bert_tf's quiet log level), XLA's allocation failure,
 # torch's OutOfMemoryError.
+# `run_cell`'s rows for a run that --budget_s stopped, or kept from starting.
+CUT_SHORT = "cut short"
 OUT_OF_MEMORY = ("ResourceExhaustedError", "OOM when allocating", "RESOURCE_EXHAUSTED", "Out of memory while trying",
                  "OutOfMemoryError", "CUDA out of memory")
 
 
 def run_cell(preset, seq, precision, batch, args, peers, env=None, deadline=None):
-    """Runs one cell of `bench.pretraining` with `peers`, halving the batch on out-of-memory; returns (batch, rows)
-    or (batch, None) with the failure printed. The child's output streams through; at `deadline` (a
-    `time.monotonic()` time) it is stopped."""
+    """Runs one cell of `bench.pretraining` with `peers`, halving the batch on out-of-memory; returns (batch, rows),
+    (batch, None) with the failure printed, or (batch, CUT_SHORT) where `deadline` (a `time.monotonic()` time) came
+    first: a run still going then is stopped, and the end of its log printed. The child's output streams through."""
     while True:
+        if spent(deadline):
+            return batch, CUT_SHORT
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rows.json")
             command = [sys.executable, "-m", "bench.pretraining", f"--preset={preset}", f"--seq={seq}",
@@ -58,9 +64,11 @@ def run_cell(preset, seq, precision, batch, args, peers, env=None, deadline=None
             try:
                 done = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env,
                                       timeout=None if deadline is None else max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired as stopped:
+                log = stopped.stderr or ""  # what the child wrote so far, as bytes
+                print((log.decode(errors="replace") if isinstance(log, bytes) else log)[-3000:], file=sys.stderr)
                 print("stopped: --budget_s ran out", flush=True)
-                return batch, None
+                return batch, CUT_SHORT
             if done.returncode == 0:
                 with open(out, encoding="utf-8") as f:
                     return batch, json.load(f)
@@ -105,7 +113,7 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget_s", type=float, default=0,
-                        help="seconds for the whole plan, 0 for no limit (a 15-minute GPU lease: about 480)")
+                        help="seconds for the whole plan (runs not started by then are listed), 0 for no limit")
     args = parser.parse_args()
     seqs = [int(seq) for seq in args.seqs.split(",") if seq.isdigit()]
     if len(seqs) != len(args.seqs.split(",")) or set(seqs) - set(FIRST_BATCH):
@@ -116,8 +124,12 @@ def main():
         parser.error(f"--peers={args.peers}: choose from {', '.join(PEERS)}, or none")
     if min(args.steps, args.repeats) < 1:
         parser.error("--steps and --repeats must be at least 1")
-    if not args.budget_s >= 0:
+    if not (math.isfinite(args.budget_s) and args.budget_s >= 0):
         parser.error(f"--budget_s={args.budget_s}: give seconds, or 0 for no limit")
+    for flag in ("presets", "seqs", "precisions"):
+        names = getattr(args, flag).split(",")
+        if len(set(names)) < len(names):
+            parser.error(f"--{flag}={getattr(args, flag)}: each may be named once")
 
     import bert_tf  # noqa: F401  (TensorFlow's settings, as every benchmark has them)
     from bench.common import tf_gpu_names
@@ -146,8 +158,8 @@ def main():
                 continue
             first = BATCH.get((seq, precision), FIRST_BATCH[seq])
             batch, alone = run_cell(preset, seq, precision, first, args, "none", env, deadline)
-            if alone is None:
-                (not_run if spent(deadline) else failed).append(name)
+            if alone is None or alone is CUT_SHORT:
+                (failed if alone is None else not_run).append(name)
                 continue
             ours = rates(alone)
             best = max(ours["bert_tf"], ours["bert_tf (jit_compile)"])
@@ -164,8 +176,8 @@ def main():
                     not_run.append(name)
                     continue
                 peers_batch, compared = run_cell(preset, seq, precision, row["batch"], args, args.peers, env, deadline)
-                if compared is None:
-                    (not_run if spent(deadline) else failed).append(name)
+                if compared is None or compared is CUT_SHORT:
+                    (failed if compared is None else not_run).append(name)
                     continue
                 both = rates(compared)
                 mine = max(both["bert_tf"], both["bert_tf (jit_compile)"])
