@@ -64,9 +64,9 @@ def ours(config, data, steps, precision, jit_compile=False):
 
 
 def keras_hub_mlm(config, data, steps, precision):
-    """keras-hub's training loop, built at its first call (its warm-up round): building a Keras model traces graphs,
-    and done before ours are traced it would rename our functions, so that a process with keras-hub missed the
-    persistent XLA cache entries that a process without it wrote (`bench.accelerator` counts on them)."""
+    """keras-hub's training loop, built at its first call (its warm-up round), after ours are traced: building a
+    Keras model traces graphs, which would otherwise number our functions differently in a process with keras-hub,
+    and the names are part of the persistent XLA cache's keys that `bench.accelerator`'s runs share."""
     built = []
 
     def run():

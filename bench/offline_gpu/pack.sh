@@ -20,17 +20,28 @@ download "$work/small" keras==3.15.1 optree==0.20.0 namex==0.1.0 astunparse==1.6
 download "$work/cuda" nvidia-cuda-runtime-cu12==12.9.79  # TensorFlow's CUDA 12 runtime, 3 MiB
 mkdir "$work/tree"
 (cd "$work/tree" && unzip -q "$work"/tf/tensorflow-*.whl -x 'tensorflow/include/*')
-strip --strip-unneeded "$work"/tree/tensorflow/libtensorflow_cc.so.2 "$work"/tree/tensorflow/libtensorflow_framework.so.2 \
-  "$work"/tree/tensorflow/python/profiler/internal/_pywrap_profiler_plugin.so
+tf="$work/tree/tensorflow"
+strip --strip-unneeded "$tf/libtensorflow_cc.so.2" "$tf/libtensorflow_framework.so.2" \
+  "$tf/python/profiler/internal/_pywrap_profiler_plugin.so"
 tar cf - -C "$work/tree" . | xz -9 -T0 > "$work/tf.tar.xz"
 rm -rf .gpu/p[0-9]*
 mkdir -p .gpu/p0
-grep -qsx "/.gpu/" .git/info/exclude || echo "/.gpu/" >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qsx "/.gpu/" "$exclude" || echo "/.gpu/" >> "$exclude"
 cp -r "$work/small" "$work/cuda" .gpu/p0/
 head -c 52M "$work/tf.tar.xz" > .gpu/p0/part.00  # room for the wheels beside it
 tail -c +$((52 * 1048576 + 1)) "$work/tf.tar.xz" | split -b 60M -d -a 2 --numeric-suffixes=1 - "$work/part."
+shopt -s nullglob
 for part in "$work"/part.*; do
   n=$((10#${part##*.}))
   mkdir -p ".gpu/p$n" && mv "$part" ".gpu/p$n/"
 done
-du -sh .gpu/p*
+ls .gpu/p*/part.* | wc -l > .gpu/p0/parts  # setup.sh checks that all of them arrived
+# each call carries the tracked files and one part: together under the 64 MiB a call takes
+tracked=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}')
+for dir in .gpu/p*; do
+  size=$(( $(du -sb "$dir" | cut -f1) + tracked ))
+  echo "$dir with the tracked files: $((size / 1048576)) MiB"
+  [ $size -lt $((64 * 1048576)) ] || { echo "pack.sh: $dir is too large to carry in one call" >&2; exit 1; }
+done

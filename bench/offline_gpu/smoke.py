@@ -3,8 +3,8 @@ compute what NumPy and the CPU compute? A GEMM with GELU in float32 (TF32 off), 
 float64, then BERT-Base's float32 forward pass on the GPU against the same model on the CPU. The reference
 multiplies the inputs as rounded to the type, so what is left is the rounding of the output (the type's unit
 roundoff, 2^-24, 2^-11 or 2^-8, relative to the largest output) and of float32 sums over 512 terms: it stops with
-one line where the error is over two unit roundoffs plus 1e-5, or where BERT's is over 1e-4 (float32 on the CPU and
-on an H200 differed by about 4e-6 at outputs near 5)."""
+one line where the error is over two unit roundoffs plus 1e-5, or where BERT's is over 1e-4, some 25 times what
+float32's different summation orders on a CPU and a GPU give at BERT's outputs (BENCHMARKS.md, "The GPU plan")."""
 import sys
 import time
 
