@@ -76,7 +76,9 @@ def run_cell(preset, seq, precision, batch, args, peers, env=None, deadline=None
             batch //= 2
             print(f"out of GPU memory: again with batch {batch}", flush=True)
             continue
-        print(done.stderr[-3000:], file=sys.stderr)
+        print(f"{done.stderr[-3000:]}\nbench.pretraining ended with exit status {done.returncode}"
+              + (" (SIGKILL, which the kernel's out-of-memory killer sends)" if done.returncode == -9 else ""),
+              file=sys.stderr)
         return batch, None
 
 

@@ -314,6 +314,11 @@ def test_accelerator_keeps_the_users_xla_cache_and_stops_a_run_at_the_deadline(m
     assert accelerator.run_cell("tiny", 32, "fp32", 4, args, "none", None, deadline) == (4, accelerator.CUT_SHORT)
     printed = capsys.readouterr()
     assert "stopped: --budget_s ran out" in printed.out and "XLA still compiling" in printed.err
+    # a child the system killed is a failure that says so
+    monkeypatch.setattr(accelerator.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, -9, None, ""))
+    assert accelerator.run_cell("tiny", 32, "fp32", 4, args, "none", None, deadline) == (4, None)
+    assert "exit status -9 (SIGKILL, which the kernel's out-of-memory killer sends)" in capsys.readouterr().err
     # a deadline already past starts nothing (an out-of-memory retry checks it too)
     assert accelerator.run_cell("tiny", 32, "fp32", 2, args, "none", None, deadline - 60) == (2, accelerator.CUT_SHORT)
 
