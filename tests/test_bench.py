@@ -47,6 +47,19 @@ def test_report_keeps_old_rows_under_their_own_header_when_the_columns_change(tm
     assert [(r["a"], r["b"]) for r in new] == [("3", "4")]
 
 
+def test_paired_times_warms_each_up_once_then_interleaves_the_rounds_and_names_each_warm_up(capsys):
+    from bench.common import paired_times
+
+    order = []
+    times = paired_times([lambda: order.append("a"), lambda: order.append("b")], repeats=2, names=["first", "second"])
+    assert order == ["a", "b", "a", "b", "a", "b"] and [len(t) for t in times] == [2, 2]
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["first", "second"]
+    assert all(line.split(": ")[1].startswith("warm-up round ") and line.endswith(" s") for line in lines)
+    paired_times([lambda: None], repeats=1)
+    assert capsys.readouterr().out == ""  # without names, nothing printed
+
+
 def test_paused_runs_one_round_per_call_raises_the_threads_error_and_close_finishes_the_body():
     """`bench.finetuning._Paused` times a round as one call: the body must advance exactly one round per call."""
     from bench.finetuning import _Paused
