@@ -68,17 +68,11 @@ def median(values):
 def machine_name():
     """The CPU a figure was measured on, for every row: model, the vector and matrix extensions that decide BERT's
     speed (AVX2, AVX-512, AVX512_BF16, AMX), and the cores this process may use."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-    except OSError:
-        pass
+    from bert_tf.cpu_precision import cpuinfo
+
+    fields = cpuinfo()
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    flags = set(fields.get("flags", "").split())
     named = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512_BF16"),
                                      ("amx_bf16", "AMX")) if flag in flags]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

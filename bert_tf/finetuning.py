@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import staging
+from bert_tf.cpu_precision import warn_if_emulated
 from bert_tf.training import DTYPES, write_lines
 from bert_tf import fileio
 
@@ -100,6 +101,7 @@ class FinetuneOptions:
     def check_training(self, replicas: int, output_dir: str | None) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        warn_if_emulated(self.dtype, self.policy, self.jit_compile)
         for flag, values in (("train_batch_size", self.train_batch_sizes), ("learning_rate", self.learning_rates),
                              ("num_train_epochs", self.num_train_epochs)):
             if not values or any(not value > 0 for value in values):

@@ -31,6 +31,7 @@ from absl import logging
 
 from bert_tf import fileio, staging
 from bert_tf.config import check_fits
+from bert_tf.cpu_precision import warn_if_emulated
 from bert_tf.tf_log import python_logger_at
 from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
@@ -340,6 +341,7 @@ class PretrainingOptions:
     def check(self, replicas: int) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        warn_if_emulated(self.dtype, DTYPES[self.dtype], self.jit_compile)
         if self.objective not in OBJECTIVES:
             raise ValueError(f"--objective={self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
         if not (self.do_train or self.do_eval):

@@ -292,3 +292,76 @@ def test_a_deferred_submodule_runs_at_its_first_attribute_and_only_where_nothing
     finally:
         for name in names:
             sys.modules.pop(name, None)
+
+
+# Two processors of an Intel Xeon with AVX-512 and no AVX512_BF16 (as this machine's /proc/cpuinfo shows them,
+# most fields left out), then the bfloat16 flag that an AMD EPYC Zen 4 adds.
+CPUINFO = ("processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+           "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512bw avx512vl avx512_vnni{extra}\n"
+           "bugs\t\t: spectre_v1\n\n")
+
+
+@pytest.mark.parametrize("extra, has_bf16", [("", False), (" avx512_bf16", True), (" amx_bf16 amx_tile", True)])
+def test_cpu_flags_are_read_from_cpuinfo_and_unknown_elsewhere(tmp_path, monkeypatch, extra, has_bf16):
+    from bert_tf import cpu_precision
+
+    path = tmp_path / "cpuinfo"
+    path.write_text(CPUINFO.format(n=0, extra=extra) + CPUINFO.format(n=1, extra=extra))
+    monkeypatch.setattr(cpu_precision.platform, "machine", lambda: "x86_64")
+    flags = cpu_precision.cpu_flags(str(path))
+    assert {"avx512f", "avx512_vnni"} <= flags and "spectre_v1" not in flags and "processor" not in flags
+    assert bool(flags & {"avx512_bf16", "amx_bf16"}) == has_bf16
+    assert cpu_precision.cpu_flags(str(tmp_path / "none")) is None
+    path.write_text("processor\t: 0\n")  # no flags line (a container that hides them)
+    assert cpu_precision.cpu_flags(str(path)) is None
+    monkeypatch.setattr(cpu_precision.platform, "machine", lambda: "aarch64")  # its flags mean other things
+    assert cpu_precision.cpu_flags(str(path)) is None
+
+
+def test_a_16_bit_dtype_warns_only_on_a_cpu_without_its_arithmetic():
+    from bert_tf.cpu_precision import emulation_warning
+
+    avx512 = frozenset({"avx2", "avx512f", "avx512_vnni"})
+    message = emulation_warning("bf16", "mixed_bfloat16", avx512)
+    assert message.startswith("--dtype=bf16: this CPU has no bfloat16 arithmetic (AVX512_BF16 or AMX_BF16)")
+    assert message.endswith("use --dtype=fp32 on this machine") and "\n" not in message
+    assert "float16 arithmetic (AVX512_FP16 or AMX_FP16)" in emulation_warning("mixed_float16", "mixed_float16",
+                                                                               avx512 | {"avx512_bf16"})
+    assert emulation_warning("bf16", "mixed_bfloat16", avx512 | {"avx512_bf16"}) is None
+    assert emulation_warning("bf16", "mixed_bfloat16", avx512 | {"amx_bf16"}) is None
+    assert emulation_warning("fp16", "mixed_float16", avx512 | {"avx512_fp16"}) is None
+    assert emulation_warning("fp32", "float32", avx512) is None
+    assert emulation_warning("bf16", "mixed_bfloat16", None) is None  # flags not known: nothing claimed
+    assert emulation_warning("bf16", "mixed_bfloat16", avx512, jit_compile=True) is None  # XLA computes in float32
+    assert emulation_warning("fp16", "mixed_float16", avx512, jit_compile=True).startswith("--dtype=fp16: this CPU")
+
+
+@pytest.mark.parametrize("kind", ["pretraining", "finetuning"])
+def test_training_options_warn_of_an_emulated_dtype_on_the_cpu_but_not_with_a_gpu(monkeypatch, caplog, kind):
+    import tensorflow as tf
+
+    from bert_tf import cpu_precision
+    from bert_tf.finetuning import FinetuneOptions
+    from bert_tf.pretraining import PretrainingOptions
+
+    def check(dtype, jit_compile=False):
+        caplog.clear()
+        if kind == "pretraining":
+            PretrainingOptions(dtype=dtype, jit_compile=jit_compile).check(1)
+        else:
+            FinetuneOptions(do_train=True, dtype=dtype, init_checkpoint="model", jit_compile=jit_compile).check(1)
+        return [record.getMessage() for record in caplog.records if "arithmetic" in record.getMessage()]
+
+    devices = []
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: devices if kind == "GPU" else [])
+    monkeypatch.setattr(cpu_precision, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    (message,) = check("bf16")
+    assert message.startswith("--dtype=bf16: this CPU has no bfloat16 arithmetic")
+    (message,) = check("mixed_float16")
+    assert message.startswith("--dtype=mixed_float16: this CPU has no float16 arithmetic")
+    assert check("fp32") == [] and check("bf16", jit_compile=True) == []
+    devices.append(tf.config.LogicalDevice("/device:GPU:0", "GPU"))  # the GPU computes the model: nothing to say
+    assert check("bf16") == []
+    devices.clear()
+    monkeypatch.setattr(cpu_precision, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert check("bf16") == []
