@@ -42,10 +42,10 @@ PUBLISHED = {(128, "fp16"): 485.59, (512, "fp16"): 96.52, (128, "fp32"): 282.98,
 # How a run that ran out of GPU memory ends: TensorFlow's ResourceExhaustedError (its "OOM when allocating" message;
 # the C++ log line with RESOURCE_EXHAUSTED is silenced by bert_tf's quiet log level), XLA's allocation failure,
 # torch's OutOfMemoryError.
-# `run_cell`'s rows for a run that --budget_s stopped, or kept from starting.
-CUT_SHORT = "cut short"
 OUT_OF_MEMORY = ("ResourceExhaustedError", "OOM when allocating", "RESOURCE_EXHAUSTED", "Out of memory while trying",
                  "OutOfMemoryError", "CUDA out of memory")
+# `run_cell`'s rows for a run that --budget_s stopped, or kept from starting.
+CUT_SHORT = "cut short"
 
 
 def run_cell(preset, seq, precision, batch, args, peers, env=None, deadline=None):

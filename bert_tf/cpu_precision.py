@@ -2,11 +2,10 @@
 its CPU only emulates.
 
 Mixed precision pays on a CPU only where the CPU computes the 16-bit type: bfloat16 with AVX512_BF16 or AMX,
-float16 with AVX512_FP16 or AMX-FP16. Elsewhere it is converted and computed in software, and slower than float32:
-BERT-Base's training steps in bf16 ran 1.2x slower on an AVX2 CPU and 2.8-4.3x slower on an AVX-512 one without
-AVX512_BF16, where TensorFlow hands bfloat16 to oneDNN's emulation (BENCHMARKS.md, "Mixed precision on a CPU without
-16-bit arithmetic"). A run that asks for it there is not refused (it computes in the type it asked for, only slower),
-but told in one line what it costs.
+float16 with AVX512_FP16 or AMX-FP16. Elsewhere it is converted and computed in software, and slower than float32,
+most of all on AVX-512 CPUs, where TensorFlow hands bfloat16 to oneDNN's emulation (BENCHMARKS.md, "Mixed precision
+on a CPU without 16-bit arithmetic", has the figures that the warning quotes). A run that asks for it there is not
+refused (it computes in the type it asked for, only slower), but told in one line what it costs.
 """
 
 from __future__ import annotations
@@ -48,9 +47,8 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str] | None:
 def emulation_warning(dtype: str, policy: str, flags: frozenset[str] | None, jit_compile: bool = False) -> str | None:
     """The one-line warning for `--dtype=dtype` (Keras policy `policy`) on a CPU with these `flags`, or None where
     the CPU has the arithmetic, the policy is float32, or the flags are not known. None too for bfloat16 under XLA
-    (`jit_compile`), whose CPU kernels compute it in float32 from bfloat16 storage: there BERT-Base's steps ran
-    from 1.4x slower to 1.1x faster than float32's on an AVX-512 CPU without bfloat16 arithmetic, so no one
-    advice holds."""
+    (`jit_compile`), whose CPU kernels compute it in float32 from bfloat16 storage: there it was sometimes slower
+    and sometimes faster than float32 (BENCHMARKS.md), so no one advice holds."""
     if policy not in NATIVE_FLAGS or flags is None or flags & set(NATIVE_FLAGS[policy]):
         return None
     if jit_compile and policy == "mixed_bfloat16":
