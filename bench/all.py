@@ -18,6 +18,7 @@ BENCHMARKS = {
     "model_speed": ([], ["--quick", "--repeats", "1"]),
     "memory": ([], ["--preset", "small"]),
     "pretraining": ([], ["--preset", "mini", "--batch", "32", "--precision", "fp32", "--repeats", "2"]),
+    "input_pipeline": ([], ["--megabytes", "0.5", "--rounds", "2", "--frees", "5"]),
     "finetuning": ([], ["--quick", "--repeats", "2"]),
     "serving": ([], ["--preset", "small", "--repeats", "3"]),
     "tokenizer": ([], ["--megabytes", "1", "--repeats", "3"]),

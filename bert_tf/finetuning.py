@@ -32,6 +32,7 @@ from absl import logging
 
 from bert_tf import staging
 from bert_tf.cpu_precision import warn_if_emulated
+from bert_tf.tf_data import without_autotuning
 from bert_tf.training import DTYPES, write_lines
 from bert_tf import fileio
 
@@ -214,7 +215,8 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
         if context.num_input_pipelines > 1:
             order = order.shard(context.num_input_pipelines, context.input_pipeline_id)
         order = order.batch(context.get_per_replica_batch_size(cell.train_batch_size), drop_remainder=True)
-        return order.map(lambda at: tf.nest.map_structure(lambda part: tf.gather(part, at), parts))
+        batches = order.map(lambda at: tf.nest.map_structure(lambda part: tf.gather(part, at), parts))
+        return without_autotuning(batches)
 
     report = None if progress is None else (lambda step, scalars: progress(model, step, scalars))
     logs = training.train(model, strategy, dataset_fn, directory, num_train_steps=steps,
@@ -363,7 +365,8 @@ def read_split(task, split: str, data_dir: str | None, tfds_name: str | None):
 
 
 def predict(model, features, batch_size: int):
-    """`model.predict(features)` in batches of `batch_size`, the last one padded to full size with copies of the
+    """`model.predict(features)` in batches of `batch_size` (a tf.data input without autotuning, `bert_tf.tf_data`,
+    where Keras's own input from arrays is autotuned), the last one padded to full size with copies of the
     final example, whose outputs are dropped. Keras traces its predict function for each batch shape it meets, so a
     short last batch would trace the whole model a second time, for every model of a grid; an input smaller than one
     batch is one batch of its own size."""
@@ -373,7 +376,8 @@ def predict(model, features, batch_size: int):
     if short:
         features = keras.tree.map_structure(
             lambda x: np.concatenate([x, np.repeat(np.asarray(x)[-1:], short, axis=0)]), features)
-    outputs = model.predict(features, batch_size=batch_size, verbose=0)
+    batches = without_autotuning(tf.data.Dataset.from_tensor_slices(features).batch(batch_size))
+    outputs = model.predict(batches, verbose=0)
     return keras.tree.map_structure(lambda x: x[:count], outputs)
 
 

@@ -32,6 +32,7 @@ from absl import logging
 from bert_tf import fileio, staging
 from bert_tf.config import check_fits
 from bert_tf.cpu_precision import warn_if_emulated
+from bert_tf.tf_data import without_autotuning
 from bert_tf.tf_log import python_logger_at
 from bert_tf.training import DTYPES
 from bert_tf.records import (METADATA_NAME, DataError, feature_spec, file_sha256, listed_shards, read_metadata,
@@ -261,7 +262,7 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
     an interrupted run resumes at the same record. Evaluation data is read file after file, in order, once; with
     `repeat_eval` (`run_pretraining --do_eval`) it is the original's evaluation input: repeated and batched with
     `drop_remainder`, so that `--max_eval_steps` scores that many full batches, the first records going round again
-    where the files hold fewer.
+    where the files hold fewer. Either has tf.data's autotuning off (`bert_tf.tf_data`).
     """
     files = expand_files(files)
     compression = compression_of(files[0])
@@ -294,7 +295,7 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
     dataset = dataset.map(_parse(max_seq_length, max_predictions_per_seq, objective),
                           num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 # ------------------------------------------------------------------------------------------- the whole run

@@ -118,7 +118,9 @@ def _sum_statistics(windows) -> dict:
 def _count_records(path: str, gzip: bool) -> int:
     import tensorflow as tf
 
-    return sum(1 for _ in tf.data.TFRecordDataset(path, compression_type="GZIP" if gzip else ""))
+    from bert_tf.tf_data import without_autotuning
+
+    return sum(1 for _ in without_autotuning(tf.data.TFRecordDataset(path, compression_type="GZIP" if gzip else "")))
 
 
 def remove_leftovers(output_prefix: str) -> list[str]:

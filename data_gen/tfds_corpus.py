@@ -45,11 +45,14 @@ class TfdsCorpus:
         """The documents of one part (from `parts`), as lists of sentence lines."""
         import tensorflow as tf
 
+        from bert_tf.tf_data import without_autotuning
+
         filename, skip, take = part
         features = self._info().features
         texts = tf.data.TFRecordDataset(filename).skip(skip).take(take).map(
             lambda serialized: features.deserialize_example(serialized)[self.text_key])
-        for batch in texts.batch(256).prefetch(1).as_numpy_iterator():  # decoded in the graph, not op by op
+        batches = without_autotuning(texts.batch(256).prefetch(1))
+        for batch in batches.as_numpy_iterator():  # decoded in the graph, not op by op
             for raw in batch:
                 text = raw.decode("utf-8", "replace")
                 lines = ([line.strip() for line in text.splitlines() if line.strip()] if self.keep_line_breaks

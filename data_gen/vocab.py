@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 
+from bert_tf.tf_data import without_autotuning
 from bert_tf.tokenization import InGraphTokenizer
 
 import tensorflow as tf
@@ -31,7 +32,7 @@ def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 102
     create_pretraining_data reads it, one sentence per line."""
     tokenizer = InGraphTokenizer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
     if isinstance(corpus, FileCorpus):
-        lines = tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2)
+        lines = without_autotuning(tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2))
     else:
         lines = _batches((line for document in corpus_documents(corpus, parts) for line in document), batch_size)
     split = tf.function(lambda batch: tokenizer.split_words(batch, with_offsets=False)[0].flat_values,

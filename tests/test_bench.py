@@ -781,3 +781,19 @@ def test_inference_policy_ab_times_three_policies_with_identical_bfloat16_output
     with pytest.raises(SystemExit) as exit_info:
         inference_policy.main()
     assert exit_info.value.code == 2 and "--rounds and --calls must be at least 1" in capsys.readouterr().err
+
+
+def test_input_pipeline_benchmark_frees_the_librarys_iterators_at_once(tmp_path):
+    """`bench.input_pipeline` end to end at a small size: both settings read records data_gen wrote, and none of
+    the library's iterator frees (autotuning off, `bert_tf.tf_data`) is a stall."""
+    import csv
+    import os
+
+    done = forking.python(["-m", "bench.input_pipeline", "--megabytes", "0.3", "--batches", "20", "--rounds", "1",
+                           "--seconds", "0.5", "--frees", "3"], cwd=forking.ROOT,
+                          env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "input_pipeline.csv", newline="") as f:
+        rows = {row["setting"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"autotuned", "ours"} and all(float(row["batches_per_s"]) > 0 for row in rows.values())
+    assert rows["ours"]["stalls"] == "0" and float(rows["ours"]["longest_free_s"]) < 0.1

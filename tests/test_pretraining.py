@@ -778,6 +778,24 @@ def test_input_is_sharded_by_file_or_by_record(data, caplog):
         assert ("sharding by record" in caplog.text) == (pipelines == 8)
 
 
+def test_the_inputs_run_without_tf_datas_autotuning_keeping_their_other_options(data):
+    """Freeing an autotuned iterator can wait for its model thread for up to a minute (`bert_tf.tf_data`): the
+    training and evaluation inputs have autotuning off, and turning it off keeps a dataset's other options."""
+    import tensorflow as tf
+
+    from bert_tf.pretraining import pretraining_dataset
+    from bert_tf.tf_data import without_autotuning
+
+    files = str(data / "records" / "*.tfrecord")
+    for kind in (dict(), dict(is_training=False), dict(is_training=False, repeat_eval=True)):
+        assert pretraining_dataset(files, SEQ, PREDS, 4, **kind).options().autotune.enabled is False, kind
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 3
+    options.deterministic = False
+    kept = without_autotuning(tf.data.Dataset.range(3).with_options(options)).options()
+    assert (kept.autotune.enabled, kept.threading.private_threadpool_size, kept.deterministic) == (False, 3, False)
+
+
 def test_evaluation_reads_as_the_original_input_fn(data):
     """--do_eval's input is the original's eval input_fn (TFRecordDataset over the files in order, repeat, batches
     with drop_remainder), written here with tf.data alone: the same records in the same batches, the files read one

