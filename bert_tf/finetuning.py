@@ -365,11 +365,11 @@ def read_split(task, split: str, data_dir: str | None, tfds_name: str | None):
 
 
 def predict(model, features, batch_size: int):
-    """`model.predict(features)` in batches of `batch_size` (a tf.data input without autotuning, `bert_tf.tf_data`,
-    where Keras's own input from arrays is autotuned), the last one padded to full size with copies of the
-    final example, whose outputs are dropped. Keras traces its predict function for each batch shape it meets, so a
-    short last batch would trace the whole model a second time, for every model of a grid; an input smaller than one
-    batch is one batch of its own size."""
+    """`model.predict(features)` (a dict of arrays) in batches of `batch_size` (a tf.data input without autotuning,
+    `bert_tf.tf_data`, where Keras's own input from arrays is autotuned), the last one padded to full size with
+    copies of the final example, whose outputs are dropped. Keras traces its predict function for each batch shape
+    it meets, so a short last batch would trace the whole model a second time, for every model of a grid; an input
+    smaller than one batch is one batch of its own size."""
     count = len(keras.tree.flatten(features)[0])
     batch_size = max(1, min(batch_size, count))
     short = -count % batch_size

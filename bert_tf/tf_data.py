@@ -7,6 +7,14 @@ so the end of a `training.train`, a `predict` or a vocabulary count, then waits,
 the iterator has lived, at most a minute. Without autotuning there is no such thread. Each `AUTOTUNE` parallelism is
 then the number of cores (at most 16) and `prefetch(AUTOTUNE)` still grows its buffer as it is drained, which keeps
 the library's inputs far ahead of the model (`python -m bench.input_pipeline` measures both sides).
+
+Under a strategy over devices (`MirroredStrategy`, `OneDeviceStrategy`, `TPUStrategy`), TensorFlow's multi-device
+iterator feeds each device from a dataset of its own, a generator of the input's elements and a prefetch of fixed
+size: nothing to tune, but made with default options, so autotuned, with the same wait, one per device. No option
+of the input reaches it, so the first call here also wraps TensorFlow's maker of those datasets (a private function
+of `multi_device_iterator_ops`, left alone if a TensorFlow lacks it) to turn autotuning off in them, for every
+multi-device iterator of the process from then on, on CPUs and GPUs (a TPU's are left as they are: TensorFlow
+registers the option's kernel for CPUs and GPUs only).
 """
 
 from __future__ import annotations
@@ -16,6 +24,24 @@ import tensorflow as tf
 
 def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """`dataset` with tf.data's autotuning model off (its other options kept)."""
+    _per_device_datasets_without_autotuning()
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)
+
+
+def _per_device_datasets_without_autotuning() -> None:
+    from tensorflow.python.data.ops import multi_device_iterator_ops as module
+
+    make = getattr(module, "_create_device_dataset", None)
+    if make is None or getattr(make, "without_autotuning", False):
+        return
+
+    def make_without_autotuning(prototype, *args, **kwargs):
+        dataset = make(prototype, *args, **kwargs)
+        device = tf.DeviceSpec.from_string(prototype._variant_tensor.device or "").device_type
+        return without_autotuning(dataset) if device in ("CPU", "GPU") else dataset
+
+    make_without_autotuning.without_autotuning = True
+    make_without_autotuning.wrapped = make
+    module._create_device_dataset = make_without_autotuning

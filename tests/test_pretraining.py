@@ -779,8 +779,8 @@ def test_input_is_sharded_by_file_or_by_record(data, caplog):
 
 
 def test_the_inputs_run_without_tf_datas_autotuning_keeping_their_other_options(data):
-    """Freeing an autotuned iterator can wait for its model thread for up to a minute (`bert_tf.tf_data`): the
-    training and evaluation inputs have autotuning off, and turning it off keeps a dataset's other options."""
+    """The training and evaluation inputs have autotuning off (`bert_tf.tf_data`), and turning it off keeps a
+    dataset's other options."""
     import tensorflow as tf
 
     from bert_tf.pretraining import pretraining_dataset
@@ -794,6 +794,43 @@ def test_the_inputs_run_without_tf_datas_autotuning_keeping_their_other_options(
     options.deterministic = False
     kept = without_autotuning(tf.data.Dataset.range(3).with_options(options)).options()
     assert (kept.autotune.enabled, kept.threading.private_threadpool_size, kept.deterministic) == (False, 3, False)
+
+
+def test_under_mirrored_strategy_freeing_the_input_waits_for_no_autotuning_thread(data, tmp_path):
+    """Two logical CPUs under MirroredStrategy: TensorFlow's multi-device iterator feeds each device from a dataset
+    of its own, which `bert_tf.tf_data` makes without autotuning too, so no free of the training input waits (with
+    TensorFlow's own, about two frees in three wait out autotuning's period, here ~1 s). A separate process: the
+    CPU split must be configured before TensorFlow starts."""
+    script = tmp_path / "frees.py"
+    script.write_text(FREES_SCRIPT)
+    out = forking.python([str(script), str(data / "records" / "*.tfrecord"), str(SEQ), str(PREDS)], cwd=ROOT,
+                         timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    frees = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(frees) == 6 and max(frees) < 0.5, frees
+
+
+FREES_SCRIPT = r'''
+import json, sys, time
+import tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+from bert_tf.pretraining import pretraining_dataset
+
+files, seq, preds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+batches = strategy.distribute_datasets_from_function(
+    lambda context: pretraining_dataset(files, seq, preds, 4, seed=1, input_context=context))
+frees = []
+for _ in range(6):
+    iterator, start = iter(batches), time.perf_counter()
+    while time.perf_counter() - start < 1.5:  # autotuning's period is then 1.28 s, its next wake ~1 s away
+        next(iterator)
+    start = time.perf_counter()
+    del iterator
+    frees.append(time.perf_counter() - start)
+print(json.dumps(frees))
+'''
 
 
 def test_evaluation_reads_as_the_original_input_fn(data):

@@ -91,10 +91,8 @@ sollen einander im Geist der Brüderlichkeit begegnen.
 """
 
 
-@pytest.mark.reference
 def test_counting_words_reads_a_text_corpus_without_tf_datas_autotuning(corpus, monkeypatch):
-    """Freeing an autotuned iterator can wait for its model thread for up to a minute (`bert_tf.tf_data`), here at
-    the end of the count over the whole corpus."""
+    """The count over the whole corpus reads it without autotuning (`bert_tf.tf_data`)."""
     from data_gen import vocab
     from data_gen.documents import as_corpus
 
@@ -105,6 +103,7 @@ def test_counting_words_reads_a_text_corpus_without_tf_datas_autotuning(corpus, 
     assert [dataset.options().autotune.enabled for dataset in read] == [False]
 
 
+@pytest.mark.reference
 def test_the_learner_makes_tensorflow_texts_vocabulary(corpus, tmp_path):
     """`data_gen.wordpiece_learner` against tensorflow-text's learner itself, token for token: on real English,
     cased and uncased, at a few sizes (each a different threshold search), on six languages, and on words that

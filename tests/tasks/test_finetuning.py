@@ -211,20 +211,17 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch, tmp_path):
     """The optimizer's slots exist before the first step: a step that creates variables is traced twice by
     tf.function, and a second trace of BERT's step is seconds of CPU per fine-tuning run. And Keras has nothing to
-    warn about. The input has tf.data's autotuning off, whose thread can hold up the end of training
-    (`bert_tf.tf_data`)."""
+    warn about. The input has tf.data's autotuning off (`bert_tf.tf_data`)."""
     import tensorflow as tf
 
-    from bert_tf import BertConfig
+    from bert_tf import BertConfig, training
     from bert_tf.finetuning import Cell, FinetuneOptions, fit
     from bert_tf.models import BertClassifier
-
-    from bert_tf import training
 
     traces, autotuned = [], []
     step = BertClassifier.train_step
     monkeypatch.setattr(BertClassifier, "train_step", lambda self, data: traces.append(1) or step(self, data))
-    train = training.train  # and its input runs without tf.data's autotuning (`bert_tf.tf_data`)
+    train = training.train
     monkeypatch.setattr(training, "train", lambda model, strategy, dataset_fn, *a, **kw: autotuned.append(
         dataset_fn(tf.distribute.InputContext()).options().autotune.enabled) or train(model, strategy, dataset_fn,
                                                                                         *a, **kw))
@@ -252,8 +249,9 @@ def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_r
     traces, calls = [], []  # each trace's batch size; the batch sizes of each call of Keras's predict
     step, keras_predict = model.predict_step, model.predict
 
-    def spy(batches, **kw):  # and the batches come without tf.data's autotuning (`bert_tf.tf_data`)
-        calls.append([len(b["input_word_ids"]) for b in batches] if not batches.options().autotune.enabled else None)
+    def spy(batches, **kw):  # a tf.data input without autotuning (`bert_tf.tf_data`)
+        calls.append([len(b["input_word_ids"]) for b in batches] if batches.options().autotune.enabled is False
+                     else None)
         return keras_predict(batches, **kw)
 
     model.predict_step = lambda data: traces.append(keras.tree.flatten(data)[0].shape[0]) or step(data)
