@@ -8,13 +8,13 @@ the iterator has lived, at most a minute. Without autotuning there is no such th
 then the number of cores (at most 16) and `prefetch(AUTOTUNE)` still grows its buffer as it is drained, which keeps
 the library's inputs far ahead of the model (`python -m bench.input_pipeline` measures both sides).
 
-Under a strategy over devices (`MirroredStrategy`, `OneDeviceStrategy`, `TPUStrategy`), TensorFlow's multi-device
-iterator feeds each device from a dataset of its own, a generator of the input's elements and a prefetch of fixed
-size: nothing to tune, but made with default options, so autotuned, with the same wait, one per device. No option
-of the input reaches it, so the first call here also wraps TensorFlow's maker of those datasets (a private function
-of `multi_device_iterator_ops`, left alone if a TensorFlow lacks it) to turn autotuning off in them, for every
-multi-device iterator of the process from then on, on CPUs and GPUs (a TPU's are left as they are: TensorFlow
-registers the option's kernel for CPUs and GPUs only).
+Under a strategy over devices (`MirroredStrategy`, `OneDeviceStrategy`, `MultiWorkerMirroredStrategy`, `TPUStrategy`,
+and Keras's `fit` under them), TensorFlow's multi-device iterator feeds each device from a dataset of its own, a
+generator of the input's elements and a prefetch of fixed size: nothing to tune, but made with default options, so
+autotuned, with the same wait, one per device. No option of the input reaches it, so the first call here also wraps
+TensorFlow's maker of those datasets (a private function of `multi_device_iterator_ops`, left alone if a TensorFlow
+lacks it) to turn autotuning off in them, for every multi-device iterator of the process from then on, on CPUs and GPUs
+(a TPU's are left as they are: TensorFlow registers the option's kernel for CPUs and GPUs only).
 """
 
 from __future__ import annotations

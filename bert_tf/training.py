@@ -130,7 +130,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     try:
         checkpoint = tf.train.Checkpoint(data=iterator, **state)
         iterator_saved = True
-    except ValueError:  # multi-worker iterators cannot be saved: resume the input by skipping instead
+    except ValueError:  # a strategy over devices has iterators that cannot be saved: resume by skipping instead
         checkpoint = tf.train.Checkpoint(**state)
         iterator_saved = False
     if latest:

@@ -798,15 +798,16 @@ def test_the_inputs_run_without_tf_datas_autotuning_keeping_their_other_options(
 
 def test_under_mirrored_strategy_freeing_the_input_waits_for_no_autotuning_thread(data, tmp_path):
     """Two logical CPUs under MirroredStrategy: TensorFlow's multi-device iterator feeds each device from a dataset
-    of its own, which `bert_tf.tf_data` makes without autotuning too, so no free of the training input waits (with
-    TensorFlow's own, about two frees in three wait out autotuning's period, here ~1 s). A separate process: the
-    CPU split must be configured before TensorFlow starts."""
+    of its own, which `bert_tf.tf_data` makes without autotuning too (each one it makes is seen), so no free of the
+    training input waits (with TensorFlow's own, a free at random waits out autotuning's period, here ~1 s). A
+    separate process: the CPU split must be configured before TensorFlow starts."""
     script = tmp_path / "frees.py"
     script.write_text(FREES_SCRIPT)
     out = forking.python([str(script), str(data / "records" / "*.tfrecord"), str(SEQ), str(PREDS)], cwd=ROOT,
                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.returncode == 0, out.stderr[-3000:]
-    frees = json.loads(out.stdout.strip().splitlines()[-1])
+    frees, autotuned = json.loads(out.stdout.strip().splitlines()[-1])
+    assert autotuned == [False] * 12  # 2 devices x 6 iterators
     assert len(frees) == 6 and max(frees) < 0.5, frees
 
 
@@ -815,12 +816,15 @@ import json, sys, time
 import tensorflow as tf
 tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
+from tensorflow.python.data.ops import multi_device_iterator_ops
 from bert_tf.pretraining import pretraining_dataset
 
 files, seq, preds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 batches = strategy.distribute_datasets_from_function(
     lambda context: pretraining_dataset(files, seq, preds, 4, seed=1, input_context=context))
+made, make = [], multi_device_iterator_ops._create_device_dataset  # the per-device datasets, as they are made
+multi_device_iterator_ops._create_device_dataset = lambda *a, **k: made.append(make(*a, **k)) or made[-1]
 frees = []
 for _ in range(6):
     iterator, start = iter(batches), time.perf_counter()
@@ -829,7 +833,7 @@ for _ in range(6):
     start = time.perf_counter()
     del iterator
     frees.append(time.perf_counter() - start)
-print(json.dumps(frees))
+print(json.dumps([frees, [dataset.options().autotune.enabled for dataset in made]]))
 '''
 
 
