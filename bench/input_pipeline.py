@@ -103,6 +103,10 @@ def main():
     parser.add_argument("--frees", type=int, default=30)
     parser.add_argument("--replicas", type=int, default=1)
     args = parser.parse_args()
+    if min(args.batch, args.batches, args.rounds, args.frees, args.replicas) < 1 or \
+            min(args.megabytes, args.seconds) <= 0:
+        parser.error("--batch, --batches, --rounds, --frees and --replicas must be at least 1, --megabytes and "
+                     "--seconds above 0")
     strategy = tf.distribute.get_strategy()
     if args.replicas > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]

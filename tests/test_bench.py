@@ -797,3 +797,6 @@ def test_input_pipeline_benchmark_frees_the_librarys_iterators_at_once(tmp_path)
         rows = {row["setting"]: row for row in csv.DictReader(f)}
     assert set(rows) == {"autotuned", "ours"} and all(float(row["batches_per_s"]) > 0 for row in rows.values())
     assert rows["ours"]["stalls"] == "0" and float(rows["ours"]["longest_free_s"]) < 0.1
+    refused = forking.python(["-m", "bench.input_pipeline", "--frees", "0"], cwd=forking.ROOT,
+                             env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
+    assert refused.returncode == 2 and "--frees and --replicas must be at least 1" in refused.stderr
