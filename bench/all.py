@@ -26,6 +26,7 @@ BENCHMARKS = {
     "inference_policy": ([], ["--preset", "mini", "--rounds", "2", "--calls", "5"]),
     "data_gen": ([], ["--quick"]),
     "data_gen_memory": ([], ["--megabytes", "1", "2"]),
+    "squad_features": ([], ["--questions", "2000", "--rounds", "1"]),
 }
 
 

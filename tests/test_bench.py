@@ -800,3 +800,24 @@ def test_input_pipeline_benchmark_frees_the_librarys_iterators_at_once(tmp_path)
     refused = forking.python(["-m", "bench.input_pipeline", "--frees", "0"], cwd=forking.ROOT,
                              env={**os.environ, "BENCH_RESULTS": str(tmp_path)})
     assert refused.returncode == 2 and "--frees and --replicas must be at least 1" in refused.stderr
+
+
+def test_squad_features_benchmark_runs_every_route_on_the_same_windows(tmp_path):
+    """`bench.squad_features` end to end at a small size: training's route, prediction's and the original
+    algorithm's make the same windows from the SQuAD file it writes; bad sizes are refused in one line."""
+    import csv
+    import os
+
+    env = {**os.environ, "BENCH_RESULTS": str(tmp_path)}
+    done = forking.python(["-m", "bench.squad_features", "--questions", "40", "--rounds", "1", "--seq", "96"],
+                          cwd=forking.ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "squad_features.csv", newline="") as f:
+        rows = {row["route"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"window_arrays", "window_features", "reference"}
+    assert len({row["windows"] for row in rows.values()}) == 1 and int(rows["reference"]["windows"]) > 40
+    assert rows["window_arrays"]["time_vs_ours"] == "1.00" and all(float(r["seconds"]) > 0 for r in rows.values())
+    for argv, message in ((["--questions", "0"], "--questions=0: must be at least 1"),
+                          (["--seq", "64"], "--seq=64: must be at least 72")):
+        refused = forking.python(["-m", "bench.squad_features", *argv], cwd=forking.ROOT, env=env)
+        assert refused.returncode == 2 and message in refused.stderr

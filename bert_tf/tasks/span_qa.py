@@ -132,7 +132,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
                                        bilstm_head=options.bilstm_head)
     grid = None
     if options.do_train:
-        _, inputs = squad.window_features(train_examples, vocab_file, is_training=True, **convert)
+        inputs = squad.window_arrays(train_examples, vocab_file, is_training=True, **convert)
         labels = {key: inputs.pop(key) for key in ("start_logits", "end_logits")}
         grid = finetuning.grid_search(
             options, output_dir,

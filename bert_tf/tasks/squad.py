@@ -161,18 +161,15 @@ def _window_function(vocab_file, mtime, size, do_lower_case, max_seq_length, doc
     return run
 
 
-def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
-                    max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
-    """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
-    `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
-    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time."""
+def _window_chunks(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, doc_stride: int,
+                   max_query_length: int, is_training: bool, chunk: int):
+    """(index of the chunk's first example, its windows: `span_features`' outputs as NumPy arrays), for `chunk`
+    examples at a time."""
     import tensorflow as tf
 
     stat = fileio.stat(vocab_file)
     run = _window_function(fileio.absolute(vocab_file), stat.st_mtime_ns, stat.st_size, do_lower_case,
                            max_seq_length, doc_stride, max_query_length)
-    features, arrays = [], {k: [] for k in ("input_word_ids", "input_mask", "input_type_ids", "start_logits",
-                                             "end_logits")}
     for begin in range(0, len(examples), chunk):
         part = examples[begin:begin + chunk]
         answered = [is_training and not e.is_impossible and e.start_char >= 0 for e in part]
@@ -183,11 +180,46 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
         if max_seq_length - int(query) - 3 < 1:
             raise DataError(f"--max_seq_length={max_seq_length} leaves no room for the context after a question of "
                             f"{int(query)} pieces; raise it or lower --max_query_length")
-        out = {k: v.numpy() for k, v in out.items()}
-        for key in ("input_word_ids", "input_mask", "input_type_ids"):
-            arrays[key].append(out[key])
-        arrays["start_logits"].append(out["start_positions"].astype(np.int32))
-        arrays["end_logits"].append(out["end_positions"].astype(np.int32))
+        yield begin, {k: v.numpy() for k, v in out.items()}
+
+
+def _model_arrays(out, is_training: bool) -> dict:
+    """A chunk's model inputs, and when `is_training` its labels `start_logits` / `end_logits`."""
+    arrays = {key: out[key] for key in ("input_word_ids", "input_mask", "input_type_ids")}
+    if is_training:
+        arrays.update(start_logits=out["start_positions"].astype(np.int32),
+                      end_logits=out["end_positions"].astype(np.int32))
+    return arrays
+
+
+def _concatenate(parts: list, max_seq_length: int, is_training: bool) -> dict:
+    """The chunks' arrays (emptied on the way) joined, one key at a time, so at most one key is held twice."""
+    keys = ("input_word_ids", "input_mask", "input_type_ids") + (("start_logits", "end_logits") if is_training else ())
+    if not parts:
+        return {k: np.zeros((0, max_seq_length) if k.startswith("input") else (0,), np.int32) for k in keys}
+    return {k: np.concatenate([part.pop(k) for part in parts]) for k in keys}  # each chunk's copy freed as it goes
+
+
+def window_arrays(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
+                  max_query_length=64, is_training=False, chunk: int = 256) -> dict:
+    """`window_features`' `arrays` alone: the model inputs (and when `is_training` the labels) of every window,
+    without the per-window `SquadFeature`s that only post-processing reads, which hold several times the arrays'
+    memory in Python objects (`bench.squad_features`)."""
+    parts = [_model_arrays(out, is_training) for _, out in _window_chunks(
+        examples, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length, is_training, chunk)]
+    return _concatenate(parts, max_seq_length, is_training)
+
+
+def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_seq_length=384, doc_stride=128,
+                    max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
+    """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
+    `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
+    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time.
+    Training needs `arrays` alone: `window_arrays`."""
+    features, parts = [], []
+    for begin, out in _window_chunks(examples, vocab_file, do_lower_case, max_seq_length, doc_stride,
+                                     max_query_length, is_training, chunk):
+        parts.append(_model_arrays(out, is_training))
         for w in range(len(out["example"])):
             offset, length = int(out["offset"][w]), int(out["length"][w])
             features.append(SquadFeature(
@@ -196,12 +228,7 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
                 {offset + j: int(out["word"][w, j]) for j in range(length)},
                 {offset + j: bool(out["max_context"][w, j]) for j in range(length)},
                 int(out["start_positions"][w]), int(out["end_positions"][w])))
-    width = (0, max_seq_length)
-    arrays = {k: np.concatenate(v) if v else np.zeros(width if k.startswith("input") else (0,), np.int32)
-              for k, v in arrays.items()}
-    if not is_training:
-        del arrays["start_logits"], arrays["end_logits"]
-    return features, arrays
+    return features, _concatenate(parts, max_seq_length, is_training)
 
 
 # ------------------------------------------------------------------------------------------- post-processing

@@ -352,14 +352,20 @@ def test_in_graph_features_equal_the_original_algorithm(minilm_dir, seq, stride,
                    (w.example_index, w.input_word_ids, w.input_mask, w.input_type_ids)
             assert (g.token_to_word, g.max_context) == (w.token_to_word, w.max_context)
             assert (g.start_position, g.end_position) == (w.start_position, w.end_position)
-        assert arrays["input_word_ids"].tolist() == [w.input_word_ids for w in want]
+        alone = squad.window_arrays(examples, vocab, max_seq_length=seq, doc_stride=stride, max_query_length=query,
+                                    is_training=is_training, chunk=3)
+        fields = {key: key for key in ("input_word_ids", "input_mask", "input_type_ids")}
         if is_training:
-            assert arrays["start_logits"].tolist() == [w.start_position for w in want]
-            assert arrays["end_logits"].tolist() == [w.end_position for w in want]
+            fields.update(start_logits="start_position", end_logits="end_position")
+        for got_arrays in (arrays, alone):  # `window_arrays` (training's) from its own chunks of 3
+            assert set(got_arrays) == set(fields)
+            for key, field in fields.items():
+                assert got_arrays[key].tolist() == [getattr(w, field) for w in want], key
+        if is_training:
             assert sum(1 for w in want if w.start_position) >= 6  # the answers were found, not all [CLS]
 
 
-def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_path):
+def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_path, monkeypatch):
     """run_squad --bilstm_head (Table 5's "+ BiLSTM"): the BiLSTM sits between the encoder and the span head, trains
     with it, is named in checkpoints, recorded in task.json, and comes back with the saved model for prediction."""
     from bert_tf import BertConfig, checkpoints
@@ -386,8 +392,12 @@ def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_
               predict_file=dev)
     assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
     plain = tmp_path / "plain"
+    made = []  # training reads the windows' arrays alone: no per-window SquadFeature
+    monkeypatch.setattr(squad, "SquadFeature", lambda *a, **k: made.append(a))
     run_squad(config, vocab, str(plain), SquadOptions(do_train=True, max_seq_length=64, train_batch_sizes=8,
                                                       num_train_epochs=1), train)
+    assert made == []
+    monkeypatch.undo()
     assert "bilstm_head" not in json.loads((plain / "task.json").read_text())
     with pytest.raises(DataError, match="--bilstm_head: the model in .* was trained without it"):
         run_squad(config, vocab, str(plain), dataclasses.replace(options, do_train=False), predict_file=dev)
