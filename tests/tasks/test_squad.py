@@ -360,9 +360,13 @@ def test_in_graph_features_equal_the_original_algorithm(minilm_dir, seq, stride,
         for got_arrays in (arrays, alone):  # `window_arrays` (training's) from its own chunks of 3
             assert set(got_arrays) == set(fields)
             for key, field in fields.items():
+                assert got_arrays[key].dtype == np.int32
                 assert got_arrays[key].tolist() == [getattr(w, field) for w in want], key
         if is_training:
             assert sum(1 for w in want if w.start_position) >= 6  # the answers were found, not all [CLS]
+        empty = squad.window_arrays([], vocab, max_seq_length=seq, is_training=is_training)
+        assert {k: (v.shape, v.dtype) for k, v in empty.items()} == {
+            k: ((0, seq) if k.startswith("input") else (0,), np.int32) for k in fields}
 
 
 def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_path, monkeypatch):
