@@ -1,12 +1,18 @@
 """Shared benchmark plumbing: a real-text corpus built on the spot, timing, the printed table, the CSV row."""
 
 import argparse
+import contextlib
 import csv
 import datetime
 import importlib
 import os
 import platform
+import shutil
+import subprocess
+import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Where `report` appends its CSV rows; BENCH_RESULTS moves them (the tests' runs write to a temporary directory).
 RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -250,6 +256,37 @@ def report(name, rows, columns):
             writer.writerow({"date": datetime.datetime.now().isoformat(timespec="seconds"),
                              "machine": machine_name(), "cpus": os.cpu_count(),
                              **{c: row[c] for c in columns}})
+
+
+@contextlib.contextmanager
+def baseline_checkout(revision: str, prefix: str):
+    """(a scratch directory, this repository at `revision` as a temporary `git worktree` inside it); both removed
+    afterwards. A revision git does not know stops the benchmark with one line naming it."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    baseline = os.path.join(work, "baseline")
+    made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, revision],
+                          capture_output=True, text=True)
+    if made.returncode:
+        shutil.rmtree(work, ignore_errors=True)
+        raise SystemExit(f"--baseline={revision}: {made.stderr.strip()}")
+    try:
+        yield work, baseline
+    finally:
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", baseline], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_in_checkout(code: str, checkout: str, *args):
+    """The JSON object that `code` (a Python program) prints last, run in a fresh process on `checkout`'s code."""
+    import json
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=checkout, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          cwd=checkout)
+    if done.returncode:
+        raise SystemExit(f"{checkout}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def shapes_flag(value):

@@ -12,16 +12,9 @@ faster or smaller).
 """
 
 import argparse
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
-from bench.common import median, report, uncased_vocab
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout, uncased_vocab
 
 EXPORT = r'''
 import json, sys, time
@@ -55,15 +48,6 @@ print(json.dumps(figures))
 '''
 
 
-def _run(code, checkout, *args):
-    env = dict(os.environ, PYTHONPATH=checkout, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
-                          cwd=checkout)
-    if done.returncode:
-        raise SystemExit(f"{checkout}: {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _model(preset, directory):
     from bert_tf import BertConfig
     from bert_tf.finetuning import Cell, FinetuneOptions, GridResult, save
@@ -91,24 +75,14 @@ def main():
         parser.error(f"--preset: {error}")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    work = tempfile.mkdtemp(prefix="bench_export_")
-    baseline = os.path.join(work, "baseline")
-    made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, args.baseline],
-                          capture_output=True, text=True)
-    if made.returncode:
-        shutil.rmtree(work, ignore_errors=True)
-        raise SystemExit(f"--baseline={args.baseline}: {made.stderr.strip()}")
-    try:
+    with baseline_checkout(args.baseline, "bench_export_") as (work, baseline):
         _model(args.preset, os.path.join(work, "model"))
         figures = {"ours": [], "baseline": []}
         for round_ in range(args.repeats):
             for name, checkout in (("ours", ROOT), ("baseline", baseline)):
                 out = os.path.join(work, f"{name}-{round_}", "1")
-                exported = _run(EXPORT, checkout, os.path.join(work, "model"), out)
-                figures[name].append({**exported, **_run(SERVE, checkout, out)})
-    finally:
-        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", baseline], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
+                exported = run_in_checkout(EXPORT, checkout, os.path.join(work, "model"), out)
+                figures[name].append({**exported, **run_in_checkout(SERVE, checkout, out)})
     rows = []
     for key in figures["ours"][0]:
         ours, theirs = (median([f[key] for f in figures[name]]) for name in ("ours", "baseline"))

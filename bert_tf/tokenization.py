@@ -134,36 +134,39 @@ def to_unicode(text) -> str:
     raise TypeError(f"expected str or bytes, got {type(text).__name__}")
 
 
+class _CharTable(dict):
+    """A `str.translate` table filled in per code point on first sight (`rule(cp)`: a string to put in its place,
+    None to drop it), so that a character's rules run once per process instead of once per occurrence."""
+
+    def __init__(self, rule):
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, cp):
+        self[cp] = self.rule(cp)
+        return self[cp]
+
+
+def _clean_rule(cp: int):
+    ch = chr(cp)
+    if cp == 0 or cp == 0xFFFD or _is_control(ch):
+        return None
+    if _is_whitespace(ch):
+        return " "
+    return f" {ch} " if _is_cjk(cp) else ch
+
+
+_CLEAN = _CharTable(_clean_rule)  # step 1
+_NO_MARKS = _CharTable(lambda cp: None if unicodedata.category(chr(cp)) == "Mn" else chr(cp))  # step 2's accents
+_PUNCTUATION_APART = _CharTable(lambda cp: f" {chr(cp)} " if _is_punctuation(chr(cp)) else chr(cp))  # step 3
+
+
 def basic_tokenize(text, do_lower_case: bool = True) -> list[str]:
     """Steps 1-3: cleaned, optionally lower-cased and accent-stripped words and punctuation marks."""
-    chars = []
-    for ch in to_unicode(text):
-        cp = ord(ch)
-        if cp == 0 or cp == 0xFFFD or _is_control(ch):
-            continue
-        if _is_whitespace(ch):
-            chars.append(" ")
-        elif _is_cjk(cp):
-            chars.append(f" {ch} ")
-        else:
-            chars.append(ch)
-    words = []
-    for token in "".join(chars).split():
-        if do_lower_case:
-            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
-                            if unicodedata.category(c) != "Mn")
-        current = []
-        for ch in token:
-            if _is_punctuation(ch):
-                if current:
-                    words.append("".join(current))
-                    current = []
-                words.append(ch)
-            else:
-                current.append(ch)
-        if current:
-            words.append("".join(current))
-    return [w for piece in words for w in piece.split()]
+    words = to_unicode(text).translate(_CLEAN).split()
+    if do_lower_case:  # word by word, as the original (lower() and NFD see one whitespace-free word at a time)
+        words = [unicodedata.normalize("NFD", word.lower()).translate(_NO_MARKS) for word in words]
+    return " ".join(words).translate(_PUNCTUATION_APART).split()
 
 
 def wordpiece_tokenize(word: str, vocab, unk_token: str = "[UNK]") -> list[str]:

@@ -516,6 +516,15 @@ def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, c
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def _refused_in_one_line(bench, args, message, monkeypatch, capsys):
+    """`bench.main()` with `args` stops with `message` on its last line (argparse's or SystemExit's), no traceback."""
+    monkeypatch.setattr("sys.argv", [bench.__name__, *args])
+    with pytest.raises(SystemExit) as refused:
+        bench.main()
+    error = str(refused.value.code) if refused.value.code != 2 else capsys.readouterr().err
+    assert message in error.strip().splitlines()[-1] and "Traceback" not in error, (args, error)
+
+
 def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_flags(tmp_path, monkeypatch, capsys):
     """`bench.export_speed` against HEAD (a temporary git worktree, removed afterwards): every measure has a figure
     for both sides; a bad revision, preset or repeat count is one line; no scratch directory is left behind."""
@@ -543,11 +552,7 @@ def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_fla
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
                           (["--baseline", "HEAD", "--preset", "huge"], "--preset: "),
                           (["--baseline", "HEAD", "--repeats", "0"], "--repeats must be at least 1")):
-        monkeypatch.setattr("sys.argv", ["bench.export_speed", *args])
-        with pytest.raises(SystemExit) as refused:
-            export_speed.main()
-        error = str(refused.value.code) if refused.value.code != 2 else capsys.readouterr().err
-        assert message in error.strip().splitlines()[-1] and "Traceback" not in error, (args, error)
+        _refused_in_one_line(export_speed, args, message, monkeypatch, capsys)
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*"))) == scratch  # nothing left behind
 
 
@@ -823,3 +828,33 @@ def test_squad_features_benchmark_runs_every_route(tmp_path):
                           (["--routes", "reference"], "--routes=reference: a comma list of")):
         refused = forking.python(["-m", "bench.squad_features", *argv], cwd=forking.ROOT, env=env)
         assert refused.returncode == 2 and message in refused.stderr
+
+
+def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.squad_postprocess` against HEAD at a small size: both measures have figures for both sides (whose
+    outputs it requires to be the same), the worktree is removed, and bad flags are one line."""
+    import csv
+    import glob
+    import os
+    import subprocess
+    import tempfile
+
+    from bench import common, squad_postprocess
+
+    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*")))
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    worktrees = subprocess.run(["git", "-C", common.ROOT, "worktree", "list"], capture_output=True, text=True).stdout
+    monkeypatch.setattr("sys.argv", ["bench.squad_postprocess", "--baseline", "HEAD", "--questions", "12",
+                                     "--rounds", "1"])
+    squad_postprocess.main()
+    with open(tmp_path / "squad_postprocess.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["measure"] for row in rows] == ["postprocess_s", "tokenize_s"]
+    assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
+    assert rows[0]["size"].endswith(" windows") and int(rows[0]["size"].split()[0]) >= 12
+    assert subprocess.run(["git", "-C", common.ROOT, "worktree", "list"], capture_output=True,
+                          text=True).stdout == worktrees
+    for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
+                          (["--baseline", "HEAD", "--questions", "0"], "--questions=0: must be at least 1")):
+        _refused_in_one_line(squad_postprocess, args, message, monkeypatch, capsys)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*"))) == scratch

@@ -235,31 +235,14 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
 def final_text(pred_text: str, orig_text: str, do_lower_case: bool) -> str:
     """Map the de-tokenized prediction back onto the original words' text (keeping their case and punctuation),
     as the original `get_final_text`: align the two with the spaces removed; fall back to `orig_text`."""
-    def strip_spaces(text):
-        chars, mapping = [], {}
-        for i, ch in enumerate(text):
-            if ch == " ":
-                continue
-            mapping[len(chars)] = i
-            chars.append(ch)
-        return "".join(chars), mapping
-
     tokenized = " ".join(basic_tokenize(orig_text, do_lower_case))
     start = tokenized.find(pred_text)
-    if start == -1:
-        return orig_text
     end = start + len(pred_text) - 1
-    orig_stripped, orig_map = strip_spaces(orig_text)
-    tok_stripped, tok_map = strip_spaces(tokenized)
-    if len(orig_stripped) != len(tok_stripped):
+    unaligned = len(orig_text) - orig_text.count(" ") != len(tokenized) - tokenized.count(" ")  # without spaces
+    if start == -1 or not pred_text or unaligned or tokenized[start] == " " or tokenized[end] == " ":
         return orig_text
-    tok_to_stripped = {index: stripped for stripped, index in tok_map.items()}
-    if start not in tok_to_stripped or end not in tok_to_stripped:
-        return orig_text
-    orig_start, orig_end = orig_map.get(tok_to_stripped[start]), orig_map.get(tok_to_stripped[end])
-    if orig_start is None or orig_end is None:
-        return orig_text
-    return orig_text[orig_start:orig_end + 1]
+    kept = [i for i, ch in enumerate(orig_text) if ch != " "]  # position without spaces -> position in orig_text
+    return orig_text[kept[start - tokenized.count(" ", 0, start)]:kept[end - tokenized.count(" ", 0, end)] + 1]
 
 
 def _softmax(scores):
@@ -271,7 +254,7 @@ def _softmax(scores):
 def _best_indexes(logits, n):
     """The `n` positions of the largest logits, a lower position first among equal ones (the original sorts its
     (position, logit) pairs stably)."""
-    return sorted(range(len(logits)), key=lambda i: logits[i], reverse=True)[:n]
+    return np.argsort(-np.asarray(logits, np.float64), kind="stable")[:n].tolist()
 
 
 def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_best_size=20, max_answer_length=30,
@@ -296,8 +279,8 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
             starts, ends = [float(x) for x in start_logits[index]], [float(x) for x in end_logits[index]]
             if version_2 and (null is None or starts[0] + ends[0] < null[3] + null[4]):
                 null = (None, 0, 0, starts[0], ends[0])
-            top_ends = _best_indexes(ends, n_best_size)
-            for s in _best_indexes(starts, n_best_size):
+            top_ends = _best_indexes(end_logits[index], n_best_size)
+            for s in _best_indexes(start_logits[index], n_best_size):
                 for e in top_ends:
                     if (s not in feature.token_to_word or e not in feature.token_to_word
                             or not feature.max_context.get(s, False) or e < s or e - s + 1 > max_answer_length):

@@ -204,6 +204,31 @@ def test_final_text_keeps_the_original_case_and_drops_extra_characters():
     assert squad.final_text("nowhere", "Steve Smith's", True) == "Steve Smith's"  # no alignment: whole words
 
 
+def test_final_text_equals_the_originals_get_final_text():
+    """Against the original's algorithm (tests/reference/squad_final_text.py) on seeded random words: accents,
+    combining marks, CJK, controls, non-breaking and zero-width spaces; predictions cut from the tokenized words
+    (so most align) and some that are not in them."""
+    from bert_tf.tokenization import basic_tokenize
+    from tests.reference.squad_final_text import final_text
+
+    rng = random.Random(0)
+    alphabet = list("abcXYZ  .,'-()éñÉß") + ["\u0301", "\u00a0", "\t", "中", "文", "İ", "Σ", "\x00", "\u200b"]
+    aligned = 0
+    for _ in range(4000):
+        orig = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        lower = rng.random() < 0.7
+        tokenized = " ".join(basic_tokenize(orig, lower))
+        if tokenized and rng.random() < 0.8:
+            first = rng.randrange(len(tokenized))
+            pred = tokenized[first:rng.randrange(first, len(tokenized) + 1)]
+        else:
+            pred = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+        want = final_text(pred, orig, lower)
+        assert squad.final_text(pred, orig, lower) == want, (pred, orig, lower)
+        aligned += want != orig
+    assert aligned > 300  # the mapping, not only the fall-back to the whole words, was compared
+
+
 # -------------------------------------------------------------------------------------------- end to end
 def _year_task(path, n, seed, version_2=False):
     """Short contexts of real docstring sentences; one sentence says when "it" was released (a four-digit year).

@@ -1,0 +1,80 @@
+"""run_squad's answers from logits, and the Python tokenizer under them: this checkout against another commit.
+
+  python -m bench.squad_postprocess --baseline <git revision> [--questions 10000] [--rounds 3]
+
+`bench.squad_features`' SQuAD-shaped file of `--questions` questions is cut into prediction windows (seq 384, doc
+stride 128), and each window gets seeded random start and end logits, a third of them rounded to whole numbers so
+that equal scores occur. Then, in a fresh process per checkout and round (this checkout and `--baseline`, a
+temporary `git worktree`, alternating): `squad.postprocess` with its defaults (n-best 20, answers up to 30 pieces;
+v1.1), and `FullTokenizer.tokenize` on every line of the standard-library docstrings that the other benchmarks
+read. Each is timed once per process; reported are the medians, and the baseline's over ours (above 1: this
+checkout is faster). Both checkouts must give the same predictions, n-best lists and tokens: a digest of each is
+compared, and a difference stops the benchmark.
+"""
+
+import argparse
+import os
+
+from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout
+
+CHILD = r'''
+import hashlib, json, sys, time
+import numpy as np
+from bench.common import docstring_lines, uncased_vocab
+from bert_tf.tasks import squad
+from bert_tf.tokenization import FullTokenizer
+
+vocab = uncased_vocab()
+examples, _ = squad.read_examples(sys.argv[1], False, False)
+features, _ = squad.window_features(examples, vocab)
+rng = np.random.default_rng(0)
+start, end = (rng.normal(size=(len(features), 384)).astype(np.float32) for _ in range(2))
+start[::3], end[::3] = np.round(start[::3]), np.round(end[::3])
+tokenizer = FullTokenizer(vocab)
+began = time.perf_counter()
+answers = squad.postprocess(examples, features, start, end, tokenizer)
+postprocess_s = time.perf_counter() - began
+lines = docstring_lines()
+began = time.perf_counter()
+tokens = [tokenizer.tokenize(line) for line in lines]
+tokenize_s = time.perf_counter() - began
+digest = lambda value: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+print(json.dumps({"windows": len(features), "postprocess_s": postprocess_s, "tokenize_s": tokenize_s,
+                  "lines": len(lines), "answers_digest": digest(answers), "tokens_digest": digest(tokens)}))
+'''
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
+    parser.add_argument("--questions", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for flag in ("questions", "rounds"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
+    from bench.squad_features import write_squad
+
+    with baseline_checkout(args.baseline, "bench_squad_post_") as (work, baseline):
+        path = os.path.join(work, "dev.json")
+        write_squad(path, args.questions)
+        runs = {"ours": [], "baseline": []}
+        for _ in range(args.rounds):
+            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
+                runs[name].append(run_in_checkout(CHILD, checkout, path))
+    for key in ("answers_digest", "tokens_digest"):
+        if len({run[key] for name in runs for run in runs[name]}) != 1:
+            raise SystemExit(f"bench.squad_postprocess: {args.baseline} and this checkout differ in "
+                             f"{key.split('_')[0]}; compare their outputs before timing them")
+    rows = []
+    for measure, size in (("postprocess_s", f"{runs['ours'][0]['windows']} windows"),
+                          ("tokenize_s", f"{runs['ours'][0]['lines']} lines")):
+        ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
+        rows.append({"measure": measure, "questions": args.questions, "size": size, "ours": f"{ours:.3f}",
+                     "baseline": f"{theirs:.3f}", "baseline_revision": args.baseline,
+                     "baseline_over_ours": f"{theirs / ours:.2f}x"})
+    report("squad_postprocess", rows, list(rows[0]))
+
+
+if __name__ == "__main__":
+    main()
