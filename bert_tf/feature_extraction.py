@@ -73,11 +73,20 @@ def hidden_state_index(layer: int, num_layers: int, numbering: str | None = None
 def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4), max_seq_length: int = 128,
             batch_size: int = 32, layer_numbering: str | None = None) -> int:
     """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines. `layers`
-    are numbered as `hidden_state_index` says; each is written with the number it was given."""
+    are numbered as `hidden_state_index` says; each is written with the number it was given. The encoder runs as
+    one traced graph (TensorFlow's fused CPU kernels apply there, not eagerly)."""
+    import tensorflow as tf
+
     from bert_tf.tokenization import pack_inputs
 
     num_layers = encoder.bert_config.num_hidden_layers
     where = {layer: hidden_state_index(layer, num_layers, layer_numbering) for layer in layers}
+
+    @tf.function(reduce_retracing=True, autograph=False)  # a shorter last batch traces once more, then any size
+    def chosen_states(inputs):
+        states = hidden_states(encoder(inputs))
+        return [states[index] for index in where.values()]
+
     fileio.makedirs(fileio.dirname(fileio.absolute(output_file)))
     with staging.atomic_write(output_file) as out:
         for start in range(0, len(pairs), batch_size):
@@ -88,11 +97,22 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
             arrays = {key: np.array([row[key] for row in packed], np.int32) for key in packed[0]}
             tokens = [tokenizer.convert_ids_to_tokens(row["input_word_ids"][:sum(row["input_mask"])])
                       for row in packed]
-            states = hidden_states(encoder(arrays))
-            chosen = {layer: states[index].numpy() for layer, index in where.items()}
+            chosen = {layer: six_decimals(state.numpy()) for layer, state in zip(where, chosen_states(arrays))}
             for offset, row in enumerate(tokens):
                 features = [{"token": token, "layers": [
-                    {"index": layer, "values": [round(float(v), 6) for v in chosen[layer][offset, position]]}
-                    for layer in layers]} for position, token in enumerate(row)]
+                    {"index": layer, "values": chosen[layer][offset, position].tolist()} for layer in layers]}
+                    for position, token in enumerate(row)]
                 out.write(json.dumps({"linex_index": start + offset, "features": features}) + "\n")
     return len(pairs)
+
+
+def six_decimals(values: np.ndarray) -> np.ndarray:
+    """`round(float(v), 6)` of every value (what the original writes), as float64, vectorised.
+
+    For float32 and 16-bit `v`, `v * 1e6` is exact in float64 (at most 24 + 14 significant bits), so NumPy's
+    `rint(v * 1e6) / 1e6` rounds the exact value half to even and then divides with one correctly rounded
+    operation: the double nearest the rounded decimal, which is what Python's `round` returns. Wider values, where
+    the product may round first, go through Python's `round`."""
+    if values.dtype.itemsize > 4:
+        return np.array([round(float(v), 6) for v in values.ravel()], np.float64).reshape(values.shape)
+    return np.round(values.astype(np.float64), 6)

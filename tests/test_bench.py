@@ -858,3 +858,22 @@ def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_
                           (["--baseline", "HEAD", "--questions", "0"], "--questions=0: must be at least 1")):
         _refused_in_one_line(squad_postprocess, args, message, monkeypatch, capsys)
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*"))) == scratch
+
+
+def test_extract_features_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.extract_features` against HEAD at a small size: both sides timed and their written values compared
+    (the same weights: at most float32 rounding apart); bad flags are one line."""
+    import csv
+
+    from bench import common, extract_features
+
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["bench.extract_features", "--baseline", "HEAD", "--lines", "6", "--rounds", "1"])
+    extract_features.main()
+    with open(tmp_path / "extract_features.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["lines"] == "6" and float(row["ours_s"]) > 0 and float(row["baseline_s"]) > 0
+    assert float(row["largest_value_difference"]) < 1e-4
+    for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
+                          (["--baseline", "HEAD", "--lines", "0"], "--lines=0: must be at least 1")):
+        _refused_in_one_line(extract_features, args, message, monkeypatch, capsys)

