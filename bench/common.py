@@ -264,16 +264,16 @@ def baseline_checkout(revision: str, prefix: str):
     afterwards. A revision git does not know stops the benchmark with one line naming it."""
     work = tempfile.mkdtemp(prefix=prefix)
     baseline = os.path.join(work, "baseline")
-    made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, revision],
-                          capture_output=True, text=True)
-    if made.returncode:
-        shutil.rmtree(work, ignore_errors=True)
-        raise SystemExit(f"--baseline={revision}: {made.stderr.strip()}")
     try:
+        made = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", baseline, revision],
+                              capture_output=True, text=True)
+        if made.returncode:
+            raise SystemExit(f"--baseline={revision}: {made.stderr.strip()}")
         yield work, baseline
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", baseline], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)  # an entry left by a failure
 
 
 def run_in_checkout(code: str, checkout: str, *args):

@@ -7,20 +7,21 @@ stride 128), and each window gets seeded random start and end logits, a third of
 that equal scores occur. Then, in a fresh process per checkout and round (this checkout and `--baseline`, a
 temporary `git worktree`, alternating): `squad.postprocess` with its defaults (n-best 20, answers up to 30 pieces;
 v1.1), and `FullTokenizer.tokenize` on every line of the standard-library docstrings that the other benchmarks
-read. Each is timed once per process; reported are the medians, and the baseline's over ours (above 1: this
+read (collected once, here, and handed to both). Each is timed once per process; reported are the medians, and the baseline's over ours (above 1: this
 checkout is faster). Both checkouts must give the same predictions, n-best lists and tokens: a digest of each is
 compared, and a difference stops the benchmark.
 """
 
 import argparse
+import json
 import os
 
-from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout
+from bench.common import ROOT, baseline_checkout, docstring_lines, median, report, run_in_checkout
 
 CHILD = r'''
 import hashlib, json, sys, time
 import numpy as np
-from bench.common import docstring_lines, uncased_vocab
+from bench.common import uncased_vocab
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
 
@@ -34,7 +35,8 @@ tokenizer = FullTokenizer(vocab)
 began = time.perf_counter()
 answers = squad.postprocess(examples, features, start, end, tokenizer)
 postprocess_s = time.perf_counter() - began
-lines = docstring_lines()
+with open(sys.argv[2]) as f:
+    lines = json.load(f)
 began = time.perf_counter()
 tokens = [tokenizer.tokenize(line) for line in lines]
 tokenize_s = time.perf_counter() - began
@@ -56,12 +58,14 @@ def main():
     from bench.squad_features import write_squad
 
     with baseline_checkout(args.baseline, "bench_squad_post_") as (work, baseline):
-        path = os.path.join(work, "dev.json")
+        path, lines = os.path.join(work, "dev.json"), os.path.join(work, "lines.json")
         write_squad(path, args.questions)
+        with open(lines, "w") as f:
+            json.dump(docstring_lines(), f)
         runs = {"ours": [], "baseline": []}
         for _ in range(args.rounds):
             for name, checkout in (("ours", ROOT), ("baseline", baseline)):
-                runs[name].append(run_in_checkout(CHILD, checkout, path))
+                runs[name].append(run_in_checkout(CHILD, checkout, path, lines))
     for key in ("answers_digest", "tokens_digest"):
         if len({run[key] for name in runs for run in runs[name]}) != 1:
             raise SystemExit(f"bench.squad_postprocess: {args.baseline} and this checkout differ in "

@@ -136,15 +136,23 @@ def to_unicode(text) -> str:
 
 class _CharTable(dict):
     """A `str.translate` table filled in per code point on first sight (`rule(cp)`: a string to put in its place,
-    None to drop it), so that a character's rules run once per process instead of once per occurrence."""
+    None to drop it), so that a character's rules run once per process instead of once per occurrence. It keeps at
+    most `LIMIT` code points (text rarely has more kinds); the rest are looked up every time."""
+
+    LIMIT = 1 << 16
 
     def __init__(self, rule):
         super().__init__()
         self.rule = rule
 
     def __missing__(self, cp):
-        self[cp] = self.rule(cp)
-        return self[cp]
+        try:
+            value = self.rule(cp)
+        except LookupError as e:  # str.translate would read it as "no mapping" and keep the character
+            raise RuntimeError(f"the tokenizer's rule for U+{cp:04X} failed: {e!r}") from e
+        if len(self) < self.LIMIT:
+            self[cp] = value
+        return value
 
 
 def _clean_rule(cp: int):

@@ -516,6 +516,18 @@ def test_accelerator_refuses_bad_flags_in_one_line(argv, message, monkeypatch, c
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def _bench_worktrees(prefix):
+    """This repository's git worktrees in a benchmark's scratch directories (named `prefix`...): other sessions'
+    worktrees and HEAD's commit may change while a test runs, these must not."""
+    import subprocess
+
+    from bench import common
+
+    listed = subprocess.run(["git", "-C", common.ROOT, "worktree", "list", "--porcelain"], capture_output=True,
+                            text=True).stdout
+    return {line for line in listed.splitlines() if line.startswith("worktree ") and prefix in line}
+
+
 def _refused_in_one_line(bench, args, message, monkeypatch, capsys):
     """`bench.main()` with `args` stops with `message` on its last line (argparse's or SystemExit's), no traceback."""
     monkeypatch.setattr("sys.argv", [bench.__name__, *args])
@@ -531,15 +543,13 @@ def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_fla
     import csv
     import glob
     import os
-    import subprocess
     import tempfile
 
     from bench import common, export_speed
 
     scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*")))
     monkeypatch.setattr(common, "RESULTS", str(tmp_path))
-    worktrees = subprocess.run(["git", "-C", export_speed.ROOT, "worktree", "list"], capture_output=True,
-                               text=True).stdout
+    worktrees = _bench_worktrees("bench_export_")
     monkeypatch.setattr("sys.argv", ["bench.export_speed", "--baseline", "HEAD", "--repeats", "1"])
     export_speed.main()
     with open(tmp_path / "export_speed.csv", newline="") as f:
@@ -547,8 +557,7 @@ def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_fla
     assert [row["measure"] for row in rows] == ["export_cpu_s", "load_cpu_s", "saved_model_kb", "batch_1_ms",
                                                 "batch_8_ms"]
     assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
-    assert subprocess.run(["git", "-C", export_speed.ROOT, "worktree", "list"], capture_output=True,
-                          text=True).stdout == worktrees
+    assert _bench_worktrees("bench_export_") == worktrees
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
                           (["--baseline", "HEAD", "--preset", "huge"], "--preset: "),
                           (["--baseline", "HEAD", "--repeats", "0"], "--repeats must be at least 1")):
@@ -832,18 +841,18 @@ def test_squad_features_benchmark_runs_every_route(tmp_path):
 
 def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
     """`bench.squad_postprocess` against HEAD at a small size: both measures have figures for both sides (whose
-    outputs it requires to be the same), the worktree is removed, and bad flags are one line."""
+    outputs it requires to be the same: a baseline that answers otherwise stops it), the worktree is removed, and bad
+    flags are one line."""
     import csv
     import glob
     import os
-    import subprocess
     import tempfile
 
     from bench import common, squad_postprocess
 
     scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*")))
     monkeypatch.setattr(common, "RESULTS", str(tmp_path))
-    worktrees = subprocess.run(["git", "-C", common.ROOT, "worktree", "list"], capture_output=True, text=True).stdout
+    worktrees = _bench_worktrees("bench_squad_post_")
     monkeypatch.setattr("sys.argv", ["bench.squad_postprocess", "--baseline", "HEAD", "--questions", "12",
                                      "--rounds", "1"])
     squad_postprocess.main()
@@ -852,11 +861,16 @@ def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_
     assert [row["measure"] for row in rows] == ["postprocess_s", "tokenize_s"]
     assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
     assert rows[0]["size"].endswith(" windows") and int(rows[0]["size"].split()[0]) >= 12
-    assert subprocess.run(["git", "-C", common.ROOT, "worktree", "list"], capture_output=True,
-                          text=True).stdout == worktrees
+    assert _bench_worktrees("bench_squad_post_") == worktrees
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
-                          (["--baseline", "HEAD", "--questions", "0"], "--questions=0: must be at least 1")):
+                          (["--baseline", "HEAD", "--questions", "0"], "--questions=0: must be at least 1"),
+                          (["--baseline", "HEAD", "--rounds", "0"], "--rounds=0: must be at least 1")):
         _refused_in_one_line(squad_postprocess, args, message, monkeypatch, capsys)
+    real = squad_postprocess.run_in_checkout  # a baseline whose answers differ stops the benchmark
+    monkeypatch.setattr(squad_postprocess, "run_in_checkout", lambda code, checkout, *a: {
+        **real(code, checkout, *a), **({"answers_digest": "other"} if checkout != common.ROOT else {})})
+    _refused_in_one_line(squad_postprocess, ["--baseline", "HEAD", "--questions", "5", "--rounds", "1"],
+                         "HEAD and this checkout differ in answers", monkeypatch, capsys)
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*"))) == scratch
 
 

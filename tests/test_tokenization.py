@@ -456,3 +456,18 @@ def test_packing_python_and_graph_agree():
     packed = pack_inputs([7, 8], [9], 7, vocab={"[CLS]": 2, "[SEP]": 3})
     assert packed == {"input_word_ids": [2, 7, 8, 3, 9, 3, 0], "input_mask": [1, 1, 1, 1, 1, 1, 0],
                       "input_type_ids": [0, 0, 0, 0, 1, 1, 0]}
+
+
+def test_the_character_tables_fail_loudly_and_stay_bounded(monkeypatch):
+    """`str.translate` reads a LookupError from its table as "keep the character": a failing rule must raise
+    instead. A table past its limit still answers every character, without keeping more."""
+    from bert_tf.tokenization import _CharTable
+
+    def rule(cp):
+        return {ord("a"): "A"}[cp]
+
+    with pytest.raises(RuntimeError, match="rule for U\\+0062 failed"):
+        "ab".translate(_CharTable(rule))
+    monkeypatch.setattr(_CharTable, "LIMIT", 3)
+    table = _CharTable(lambda cp: chr(cp).upper())
+    assert "abcdefabc".translate(table) == "ABCDEFABC" and len(table) == 3

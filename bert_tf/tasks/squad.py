@@ -268,6 +268,10 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
     `best_non_null` does not, for the threshold search; `null_odds` holds null - best non-null per question. Where
     the original fails (v2.0 with no valid non-null span), the best non-null score is taken as -1e9.
     """
+    broken = int(np.sum(~np.isfinite(start_logits).all(-1) | ~np.isfinite(end_logits).all(-1)))
+    if broken:
+        raise ValueError(f"the model's start or end logits are not finite (NaN or infinite) in {broken} of "
+                         f"{len(features)} window(s): it has diverged, and no answer can be read from them")
     by_example = collections.defaultdict(list)
     for index, feature in enumerate(features):
         by_example[feature.example_index].append(index)

@@ -5,7 +5,8 @@ It follows google-research/bert's algorithm step by step: the original words tok
 joined with spaces; the prediction found in them; both texts stripped of their spaces with a map from each kept
 character back to its position; the prediction's first and last character carried through the maps onto the
 original text; the original words unchanged wherever a step fails. It was the library's own `final_text` before
-the faster one replaced it.
+the faster one replaced it. It tokenizes with the library's `basic_tokenize`, so it checks the alignment alone;
+the tokenizer has its own tests (tests/test_tokenization.py, against HF `tokenizers` and the in-graph path).
 """
 
 import collections

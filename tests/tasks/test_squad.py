@@ -430,3 +430,18 @@ def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_
     assert "bilstm_head" not in json.loads((plain / "task.json").read_text())
     with pytest.raises(DataError, match="--bilstm_head: the model in .* was trained without it"):
         run_squad(config, vocab, str(plain), dataclasses.replace(options, do_train=False), predict_file=dev)
+
+
+def test_logits_that_are_not_finite_are_refused(minilm_dir):
+    """A diverged model's NaN or infinite logits give no answer: one clear error, not a ranking of NaNs."""
+    from bert_tf.tokenization import FullTokenizer
+
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    data = [{"title": "t", "paragraphs": [{"context": "Paris or London.", "qas": [{"id": "q", "question": "who?"}]}]}]
+    examples = squad.parse_examples(data, False, False, "t")
+    features, _ = squad.window_features(examples, vocab, max_seq_length=16, doc_stride=8, max_query_length=4)
+    start, end = np.zeros((1, 16), np.float32), np.zeros((1, 16), np.float32)
+    for bad in (np.nan, np.inf):
+        start[0, 3] = bad
+        with pytest.raises(ValueError, match=r"not finite \(NaN or infinite\) in 1 of 1 window"):
+            squad.postprocess(examples, features, start, end, FullTokenizer(vocab))
