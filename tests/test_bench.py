@@ -876,11 +876,18 @@ def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_
 
 def test_extract_features_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
     """`bench.extract_features` against HEAD at a small size: both sides timed and their written values compared
-    (the same weights: at most float32 rounding apart); bad flags are one line."""
+    (the same weights: at most float32 rounding apart), nothing left behind; bad flags are one line, and so is
+    output whose tokens differ."""
     import csv
+    import glob
+    import json
+    import os
+    import tempfile
 
     from bench import common, extract_features
 
+    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_extract_*")))
+    worktrees = _bench_worktrees("bench_extract_")
     monkeypatch.setattr(common, "RESULTS", str(tmp_path))
     monkeypatch.setattr("sys.argv", ["bench.extract_features", "--baseline", "HEAD", "--lines", "6", "--rounds", "1"])
     extract_features.main()
@@ -888,6 +895,15 @@ def test_extract_features_benchmark_compares_this_checkout_with_a_revision(tmp_p
         (row,) = list(csv.DictReader(f))
     assert row["lines"] == "6" and float(row["ours_s"]) > 0 and float(row["baseline_s"]) > 0
     assert float(row["largest_value_difference"]) < 1e-4
+    assert _bench_worktrees("bench_extract_") == worktrees
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_extract_*"))) == scratch
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
                           (["--baseline", "HEAD", "--lines", "0"], "--lines=0: must be at least 1")):
         _refused_in_one_line(extract_features, args, message, monkeypatch, capsys)
+    record = {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [0.5]}]}]}
+    for name, token in (("a", "[CLS]"), ("b", "[SEP]")):
+        record["features"][0]["token"] = token
+        (tmp_path / name).write_text(json.dumps(record) + "\n")
+    with pytest.raises(SystemExit, match="line 0 has other tokens or layers"):
+        extract_features.largest_difference(tmp_path / "a", tmp_path / "b")
+    assert extract_features.largest_difference(tmp_path / "a", tmp_path / "a") == 0

@@ -128,7 +128,8 @@ def test_layer_numbers_in_both_numberings_and_in_the_written_features(tiny_confi
 def test_values_are_rounded_as_pythons_round_rounds_them():
     """`six_decimals` (vectorised) against `round(float(v), 6)`, the original's, value by value and in their JSON
     text: float32 values of every exponent (random bit patterns), values one ulp around the halfway points of the
-    sixth decimal, 16-bit values, and float64 ones (which take Python's round)."""
+    sixth decimal, 16-bit values, and float64 ones (which take Python's round: NumPy's differs on float64 halfway
+    points such as 2.5e-06)."""
     import ml_dtypes
 
     from bert_tf.feature_extraction import six_decimals
@@ -139,8 +140,32 @@ def test_values_are_rounded_as_pythons_round_rounds_them():
     cases = [bits[np.isfinite(bits)], halves, np.nextafter(halves, np.float32(np.inf)),
              np.nextafter(halves, np.float32(-np.inf)), np.array([0.0, -0.0, -4e-7, 5e-7, 1.5e-6, 3.4e38], np.float32),
              rng.normal(0, 3, 20_000).astype(np.float16), rng.normal(0, 3, 20_000).astype(ml_dtypes.bfloat16),
-             rng.normal(0, 3, 2_000)]
+             rng.normal(0, 3, 2_000), (rng.integers(-5_000_000, 5_000_000, 20_000) + 0.5) / 1e6]
     for values in cases:
         want = [round(float(v), 6) for v in values]
         got = six_decimals(values.reshape(-1, 2) if values.size % 2 == 0 else values).ravel().tolist()
         assert json.dumps(got) == json.dumps(want), values.dtype
+
+
+def test_repeated_extracts_share_one_traced_encoder_that_goes_with_it(tiny_config, tmp_path, minilm_dir):
+    """The traced forward pass is made once per encoder: later `extract` calls (batches of 2, then a last one of 1)
+    trace nothing new, and it is released with the encoder."""
+    import gc
+    import weakref
+
+    from bert_tf import BertEncoder
+    from bert_tf.feature_extraction import _TRACED, _traced_states, extract
+    from bert_tf.tokenization import FullTokenizer
+
+    encoder = BertEncoder(dataclasses.replace(tiny_config, vocab_size=30522))
+    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    pairs = [("hello world", None), ("a second line", "and its pair"), ("third", None)]
+    for round_ in range(3):
+        extract(encoder, tokenizer, pairs, str(tmp_path / f"f{round_}.jsonl"), layers=(-1,), max_seq_length=16,
+                batch_size=2)
+    assert _traced_states(encoder).experimental_get_tracing_count() <= 2
+    assert (tmp_path / "f0.jsonl").read_text() == (tmp_path / "f2.jsonl").read_text()
+    held, traced = weakref.ref(encoder), weakref.ref(_TRACED[encoder])
+    del encoder
+    gc.collect()
+    assert held() is None and traced() is None  # the cache kept neither the encoder nor its traces
