@@ -182,6 +182,17 @@ def task_losses(labels: dict) -> dict:
             for name, array in labels.items()}
 
 
+def example_order(count: int, seed: int):
+    """The example indexes in training order, without end: each epoch a permutation of `range(count)` drawn from
+    (`seed`, the epoch's number). Computed rather than kept, so a checkpoint of the input position holds two
+    counters (the epoch, the place in it); a shuffle buffer of the whole set would be saved whole every time."""
+    def epoch(number):
+        return tf.data.Dataset.from_tensor_slices(tf.random.experimental.stateless_shuffle(
+            tf.range(count, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), number]), alg="philox"))
+
+    return tf.data.Dataset.range(tf.int64.max).flat_map(epoch)
+
+
 def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *, loss_weights=None,
         sample_weights=None, progress=None):
     """One cell's training: `build()` a fresh model under the strategy, compile it with the paper's optimizer
@@ -209,9 +220,7 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
                   ((inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)))
 
     def dataset_fn(context):
-        # Indexes are shuffled, not the examples, so that a checkpoint of the input position holds a buffer of
-        # numbers rather than a copy of the data.
-        order = tf.data.Dataset.range(count).shuffle(count, seed=cell.seed).repeat()
+        order = example_order(count, cell.seed)
         if context.num_input_pipelines > 1:
             order = order.shard(context.num_input_pipelines, context.input_pipeline_id)
         order = order.batch(context.get_per_replica_batch_size(cell.train_batch_size), drop_remainder=True)

@@ -128,11 +128,13 @@ def _pair_task(directory, n_train, n_dev, n_test, seed=0):
 
 def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, tmp_path):
     """The CLI fine-tunes all-MiniLM-L6-v2 (real BERT weights, HF directory) on 160 pairs and writes the original's
-    outputs; the same run from random weights of the same architecture stays far behind."""
+    outputs; the same run from random weights of the same architecture stays far behind. (Two epochs at 1e-4: one
+    at 2e-4 collapsed to one class for some seeds' example orders, 4 of 8 tried; these settings learned for all 6
+    tried.)"""
     data = _pair_task(tmp_path / "MRPC", 160, 120, 20)
     common = ["--task_name=MRPC", f"--data_dir={data}", f"--vocab_file={minilm_dir}/vocab.txt",
               f"--bert_config_file={minilm_dir}/config.json", "--max_seq_length=32", "--train_batch_size=16",
-              "--learning_rate=2e-4", "--num_train_epochs=1", "--do_train", "--do_eval"]
+              "--learning_rate=1e-4", "--num_train_epochs=2", "--do_train", "--do_eval"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     pretrained = forking.python(["-m", "bert_tf.cli.run_classifier", *common, "--do_predict",
                                  f"--init_checkpoint={minilm_dir}", f"--output_dir={tmp_path / 'pre'}"],
@@ -153,7 +155,7 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
           f"majority {majority:.3f}")
     assert pre["eval_accuracy"] > majority + 0.25, (pre, majority)
     assert pre["eval_accuracy"] > rand["eval_accuracy"] + 0.1, (pre, rand)
-    assert set(pre) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"} and pre["global_step"] == 10
+    assert set(pre) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"} and pre["global_step"] == 20
     # the Estimator's `loss`: the mean of the batch means, 120 dev examples in batches of 8 (the default)
     assert pre["loss"] == pytest.approx(pre["eval_loss"], rel=1e-6)
     fields = [line.split("\t") for line in (tmp_path / "pre" / "test_results.tsv").read_text().splitlines()]
@@ -392,3 +394,28 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
                                          r"with, and no --init_checkpoint is given"):  # untrained weights' figures
         run_classifier(task, config, vocab_file, str(tmp_path / "fresh"), evaluate_only, data_dir=str(tmp_path))
     assert not (tmp_path / "fresh" / "eval_results.txt").exists()
+
+
+def test_the_training_order_is_a_new_permutation_each_epoch_and_checkpoints_in_bytes(tmp_path):
+    """`example_order`: every epoch is a permutation of the examples, epochs differ, the same seed gives the same
+    order and another seed another; a checkpoint of the position, with autotuning off as training reads it, is ~1 KB
+    at 100,000 examples (a shuffle buffer of the set would hold every index: ~21 MB) and resumes at the next index."""
+    import tensorflow as tf
+
+    from bert_tf.finetuning import example_order
+    from bert_tf.tf_data import without_autotuning
+
+    count = 100_000
+    order = iter(example_order(count, seed=3).batch(count))
+    first, second = next(order).numpy(), next(order).numpy()
+    assert sorted(first) == sorted(second) == list(range(count)) and (first != second).any()
+    assert (next(iter(example_order(count, seed=3).batch(count))).numpy() == first).all()
+    assert (next(iter(example_order(count, seed=4).batch(count))).numpy() != first).any()
+    position = iter(without_autotuning(example_order(count, seed=3)))
+    for _ in range(count + 10):  # into the second epoch
+        next(position)
+    saved = tf.train.Checkpoint(data=position).write(str(tmp_path / "position"))
+    assert sum(os.path.getsize(path) for path in tmp_path.glob("position*")) < 5_000
+    resumed = iter(without_autotuning(example_order(count, seed=3)))
+    tf.train.Checkpoint(data=resumed).read(saved).assert_consumed()
+    assert int(next(resumed)) == int(next(position)) == second[10]
