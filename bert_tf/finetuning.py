@@ -186,6 +186,9 @@ def example_order(count: int, seed: int):
     """The example indexes in training order, without end: each epoch a permutation of `range(count)` drawn from
     (`seed`, the epoch's number). Computed rather than kept, so a checkpoint of the input position holds two
     counters (the epoch, the place in it); a shuffle buffer of the whole set would be saved whole every time."""
+    if count < 1:  # every epoch would be empty, and the first batch would never come
+        raise ValueError("no training examples")
+
     def epoch(number):
         return tf.data.Dataset.from_tensor_slices(tf.random.experimental.stateless_shuffle(
             tf.range(count, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), number]), alg="philox"))

@@ -419,3 +419,5 @@ def test_the_training_order_is_a_new_permutation_each_epoch_and_checkpoints_in_b
     resumed = iter(without_autotuning(example_order(count, seed=3)))
     tf.train.Checkpoint(data=resumed).read(saved).assert_consumed()
     assert int(next(resumed)) == int(next(position)) == second[10]
+    with pytest.raises(ValueError, match="no training examples"):
+        example_order(0, seed=3)
