@@ -276,6 +276,16 @@ def baseline_checkout(revision: str, prefix: str):
         subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)  # an entry left by a failure
 
 
+def alternating_rounds(rounds: int, baseline: str, run) -> dict:
+    """{"ours": [...], "baseline": [...]}: `run(name, checkout, round)` for this checkout, then for `baseline`,
+    `rounds` times, so that the machine's drift falls on both alike."""
+    runs = {"ours": [], "baseline": []}
+    for round_ in range(rounds):
+        for name, checkout in (("ours", ROOT), ("baseline", baseline)):
+            runs[name].append(run(name, checkout, round_))
+    return runs
+
+
 def run_in_checkout(code: str, checkout: str, *args):
     """The JSON object that `code` (a Python program) prints last, run in a fresh process on `checkout`'s code."""
     import json

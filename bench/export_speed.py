@@ -14,7 +14,7 @@ faster or smaller).
 import argparse
 import os
 
-from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout, uncased_vocab
+from bench.common import alternating_rounds, baseline_checkout, median, report, run_in_checkout, uncased_vocab
 
 EXPORT = r'''
 import json, sys, time
@@ -77,12 +77,13 @@ def main():
         parser.error("--repeats must be at least 1")
     with baseline_checkout(args.baseline, "bench_export_") as (work, baseline):
         _model(args.preset, os.path.join(work, "model"))
-        figures = {"ours": [], "baseline": []}
-        for round_ in range(args.repeats):
-            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
-                out = os.path.join(work, f"{name}-{round_}", "1")
-                exported = run_in_checkout(EXPORT, checkout, os.path.join(work, "model"), out)
-                figures[name].append({**exported, **run_in_checkout(SERVE, checkout, out)})
+
+        def run(name, checkout, round_):
+            out = os.path.join(work, f"{name}-{round_}", "1")
+            exported = run_in_checkout(EXPORT, checkout, os.path.join(work, "model"), out)
+            return {**exported, **run_in_checkout(SERVE, checkout, out)}
+
+        figures = alternating_rounds(args.repeats, baseline, run)
     rows = []
     for key in figures["ours"][0]:
         ours, theirs = (median([f[key] for f in figures[name]]) for name in ("ours", "baseline"))

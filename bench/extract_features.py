@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from bench.common import ROOT, baseline_checkout, median, report, run_in_checkout
+from bench.common import alternating_rounds, baseline_checkout, median, report, run_in_checkout
 
 CHILD = r'''
 import json, os, sys, time
@@ -69,11 +69,8 @@ def main():
         if getattr(args, flag) < 1:
             parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
     with baseline_checkout(args.baseline, "bench_extract_") as (work, baseline):
-        runs = {"ours": [], "baseline": []}
-        for round_ in range(args.rounds):
-            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
-                out = os.path.join(work, f"{name}-{round_}.jsonl")
-                runs[name].append(run_in_checkout(CHILD, checkout, out, str(args.lines)))
+        runs = alternating_rounds(args.rounds, baseline, lambda name, checkout, round_: run_in_checkout(
+            CHILD, checkout, os.path.join(work, f"{name}-{round_}.jsonl"), str(args.lines)))
         difference = largest_difference(os.path.join(work, "ours-0.jsonl"), os.path.join(work, "baseline-0.jsonl"))
     ours, theirs = (median([run["extract_s"] for run in runs[name]]) for name in ("ours", "baseline"))
     report("extract_features", [{

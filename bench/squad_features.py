@@ -19,14 +19,11 @@ import argparse
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
 
-from bench.common import docstring_lines, median, report, uncased_vocab
+from bench.common import ROOT, docstring_lines, median, report, run_in_checkout, uncased_vocab
 
 ROUTES = ("window_arrays", "window_features", "reference")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def write_squad(path, questions, seed=0):
@@ -82,22 +79,22 @@ def _rss_mb():
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
+CHILD = r'''
+import json, sys
+from bench.squad_features import convert
+print(json.dumps(convert(sys.argv[1], sys.argv[2], int(sys.argv[3]))))
+'''
+
+
 def measure(route, path, seq, questions):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-m", "bench.squad_features", "--child", route, path, str(seq)],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode:
-        raise SystemExit(f"bench.squad_features: the {route} run failed:\n{done.stderr[-2000:]}")
-    read, windows, seconds, grown = done.stdout.split()[-4:]
-    if int(read) != questions:
+    """`convert` in a fresh process: (windows, seconds, peak RSS growth in MB)."""
+    read, windows, seconds, grown = run_in_checkout(CHILD, ROOT, route, path, str(seq))
+    if read != questions:
         raise SystemExit(f"bench.squad_features: the {route} run read {read} of the {questions} questions written")
-    return int(windows), float(seconds), float(grown)
+    return windows, seconds, grown
 
 
 def main():
-    if sys.argv[1:2] == ["--child"]:
-        print(*convert(sys.argv[2], sys.argv[3], int(sys.argv[4])))
-        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--questions", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)

@@ -7,16 +7,16 @@ stride 128), and each window gets seeded random start and end logits, a third of
 that equal scores occur. Then, in a fresh process per checkout and round (this checkout and `--baseline`, a
 temporary `git worktree`, alternating): `squad.postprocess` with its defaults (n-best 20, answers up to 30 pieces;
 v1.1), and `FullTokenizer.tokenize` on every line of the standard-library docstrings that the other benchmarks
-read (collected once, here, and handed to both). Each is timed once per process; reported are the medians, and the baseline's over ours (above 1: this
-checkout is faster). Both checkouts must give the same predictions, n-best lists and tokens: a digest of each is
-compared, and a difference stops the benchmark.
+read (collected once, here, and handed to both). Each is timed once per process; reported are the medians, and the
+baseline's over ours (above 1: this checkout is faster). Both checkouts must give the same predictions, n-best lists
+and tokens: a digest of each is compared, and a difference stops the benchmark.
 """
 
 import argparse
 import json
 import os
 
-from bench.common import ROOT, baseline_checkout, docstring_lines, median, report, run_in_checkout
+from bench.common import alternating_rounds, baseline_checkout, docstring_lines, median, report, run_in_checkout
 
 CHILD = r'''
 import hashlib, json, sys, time
@@ -62,10 +62,8 @@ def main():
         write_squad(path, args.questions)
         with open(lines, "w") as f:
             json.dump(docstring_lines(), f)
-        runs = {"ours": [], "baseline": []}
-        for _ in range(args.rounds):
-            for name, checkout in (("ours", ROOT), ("baseline", baseline)):
-                runs[name].append(run_in_checkout(CHILD, checkout, path, lines))
+        runs = alternating_rounds(args.rounds, baseline,
+                                  lambda name, checkout, round_: run_in_checkout(CHILD, checkout, path, lines))
     for key in ("answers_digest", "tokens_digest"):
         if len({run[key] for name in runs for run in runs[name]}) != 1:
             raise SystemExit(f"bench.squad_postprocess: {args.baseline} and this checkout differ in "
