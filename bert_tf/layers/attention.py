@@ -4,6 +4,7 @@ or left-to-right with `causal_bias`."""
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_tf.layers.activations import initializer
@@ -69,7 +70,9 @@ class BertSelfAttention(keras.layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         probs = self._probabilities(scores, attention_bias, training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
-        out = self.output_dense(ops.reshape(context, (-1, self.hidden_size)))
+        # shaped as `tokens` (not (-1, H)): a graph with unknown batch and length then still knows the output has
+        # the residual's shape, and fuses the residual add into this GEMM as it does with known shapes
+        out = self.output_dense(tf.reshape(context, tf.shape(tokens)))
         return out if flat else ops.reshape(out, (batch, seq, self.hidden_size))
 
     def _probabilities(self, scores, attention_bias, training):

@@ -96,3 +96,25 @@ def test_the_ffn_activation_is_computed_in_float32_under_mixed_bfloat16(name):
         assert ok.all(), (where, x[~ok][:5])
     keras_own = tf.cast(get_activation(name, in_float32=False)(h), tf.float64).numpy()
     assert (~_within_an_ulp(keras_own, x, name)).mean() > 0.05  # what the float32 computation is for
+
+
+@pytest.mark.parametrize("policy", ["float32", "bfloat16"])
+def test_a_graph_of_unknown_batch_and_length_computes_what_one_of_known_shapes_does(policy):
+    """TensorFlow's CPU graph optimizer fuses a residual add into the GEMM before it only where it can tell that
+    both have the same shape; the fused add is computed on the float32 accumulator and rounded once. A SavedModel's
+    signature (unknown batch and length) and `model.predict` (known shapes) must fuse alike, or the same model serves
+    different numbers from what it predicts."""
+    import tensorflow as tf
+
+    block = BertTransformerBlock(hidden_size=32, num_heads=2, intermediate_size=64, dtype=policy)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(4, 24, 32)), block.compute_dtype)
+    bias = padding_bias(np.ones((4, 24), "float32"))
+    block(x, bias)
+    for variable in block.weights:  # weights large enough that the attention output is not small beside x
+        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(variable.dtype))
+    known = tf.function(lambda x, bias: block(x, bias, training=False))
+    unknown = tf.function(lambda x, bias: block(x, bias, training=False),
+                          input_signature=[tf.TensorSpec([None, None, 32], x.dtype),
+                                           tf.TensorSpec([None, 1, 1, None], tf.float32)])
+    np.testing.assert_array_equal(tf.cast(unknown(x, bias), tf.float32), tf.cast(known(x, bias), tf.float32))
