@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,12 +21,18 @@ RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(os.path.dirname(os.pat
 
 def docstring_lines(modules=("json", "collections", "argparse", "functools", "pathlib", "csv", "textwrap", "os",
                              "re", "logging", "subprocess", "unittest", "email", "http", "asyncio", "typing")):
-    """Real English from the standard library's docstrings, one non-empty line each."""
+    """Real English from the standard library's docstrings, one non-empty line each: of the public names `modules`
+    define or import. Not of their submodules, which are attributes only once something has imported them, nor of
+    private names, which other packages patch (typing's): the lines, and every test's data made from them, would
+    depend on what ran before in the process."""
     lines = []
     for name in modules:
         module = importlib.import_module(name)
         for attr in dir(module):
-            doc = getattr(getattr(module, attr, None), "__doc__", None)
+            value = getattr(module, attr, None)
+            if attr.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            doc = getattr(value, "__doc__", None)
             if isinstance(doc, str):
                 lines += [line.strip() for line in doc.splitlines() if line.strip()]
     return lines
