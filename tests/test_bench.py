@@ -817,23 +817,32 @@ def test_input_pipeline_benchmark_frees_the_librarys_iterators_at_once(tmp_path)
 
 
 def test_squad_features_benchmark_runs_every_route(tmp_path):
-    """`bench.squad_features` end to end at a small size: training's route, prediction's and the original
-    algorithm's each read every question of the SQuAD file it writes and make as many windows (that the windows
-    are the same is tests/tasks/test_squad.py's); bad sizes and routes are refused in one line."""
+    """`bench.squad_features` end to end at a small size: training's route, prediction's, the original algorithm's
+    and training's on a baseline commit (HEAD here) each read every question of the SQuAD file it writes and make
+    as many windows (that the windows are the same is tests/tasks/test_squad.py's), the baseline's worktree is
+    removed; bad sizes and routes are refused in one line."""
     import csv
+    import glob
     import os
+    import tempfile
 
     env = {**os.environ, "BENCH_RESULTS": str(tmp_path)}
-    done = forking.python(["-m", "bench.squad_features", "--questions", "40", "--rounds", "1", "--seq", "96"],
-                          cwd=forking.ROOT, env=env)
+    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_features_*")))
+    worktrees = _bench_worktrees("bench_squad_features_")
+    done = forking.python(["-m", "bench.squad_features", "--questions", "40", "--rounds", "1", "--seq", "96",
+                           "--doc_stride", "24", "--baseline", "HEAD"], cwd=forking.ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "squad_features.csv", newline="") as f:
         rows = {row["route"]: row for row in csv.DictReader(f)}
-    assert set(rows) == {"window_arrays", "window_features", "reference"}
-    assert len({row["windows"] for row in rows.values()}) == 1 and int(rows["reference"]["windows"]) > 40
+    assert set(rows) == {"window_arrays", "window_features", "reference", "window_arrays@HEAD"}
+    assert len({row["windows"] for row in rows.values()}) == 1 and int(rows["reference"]["windows"]) > 80
+    assert {row["doc_stride"] for row in rows.values()} == {"24"}
+    assert _bench_worktrees("bench_squad_features_") == worktrees
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_features_*"))) == scratch
     assert rows["window_arrays"]["time_vs_ours"] == "1.00" and all(float(r["seconds"]) > 0 for r in rows.values())
     for argv, message in ((["--questions", "0"], "--questions=0: must be at least 1"),
                           (["--seq", "64"], "--seq=64: must be at least 72"),
+                          (["--doc_stride", "0"], "--doc_stride=0: must be at least 1"),
                           (["--routes", "reference"], "--routes=reference: a comma list of")):
         refused = forking.python(["-m", "bench.squad_features", *argv], cwd=forking.ROOT, env=env)
         assert refused.returncode == 2 and message in refused.stderr

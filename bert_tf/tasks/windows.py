@@ -47,27 +47,35 @@ def global_index(pieces, example, start, width: int):
 def max_context(example, start, length, width):
     """bool [windows, width]: whether window w is the one that gives its j-th piece the most context (False for
     j >= length). Windows of an example are consecutive, and a piece lies in at most ceil(room / stride) + 1 of
-    them, so each window is compared with that many neighbours on either side."""
+    them, so each window is compared with that many neighbours on either side, one neighbour offset at a time: the
+    memory is that of a few [windows, width] arrays at any stride (all offsets at once would take 2 room / stride
+    times as much: gigabytes at a stride of a few pieces)."""
     windows = tf.size(example, out_type=tf.int64)
     span = tf.reduce_max(tf.concat([length, [1]], 0))
     gap = tf.reduce_min(tf.concat([tf.where(example[1:] == example[:-1], start[1:] - start[:-1], span), [span]],
                                   0))
     reach = span // tf.maximum(gap, 1) + 1
-    offsets = tf.range(-reach, reach + 1)  # [K]
-    other = tf.range(windows)[:, None] + offsets[None, :]  # [W, K]
-    inside = (other >= 0) & (other < windows)
-    other = tf.clip_by_value(other, 0, tf.maximum(windows - 1, 0))
-    same = inside & tf.equal(tf.gather(example, other), example[:, None])
     position = start[:, None] + tf.range(width, dtype=tf.int64)[None, :]  # [W, J]: piece index in the example
+    window = tf.range(windows)
 
-    def score(first, size, p):  # 100 x the original's float score, in integers so that ties are exact
+    def score(offset):  # [W, J]: 100 x the original's float score in window w + offset, in integers so that ties
+        other = window + offset  # are exact; -1 where that window does not hold the piece or is another example's
+        inside = (other >= 0) & (other < windows)
+        other = tf.clip_by_value(other, 0, tf.maximum(windows - 1, 0))
+        same = inside & tf.equal(tf.gather(example, other), example)
+        first, size = tf.gather(start, other)[:, None], tf.gather(length, other)[:, None]
         last = first + size - 1
-        return tf.where((p >= first) & (p <= last), 100 * tf.minimum(p - first, last - p) + size, -1)
+        held = same[:, None] & (position >= first) & (position <= last)
+        return tf.where(held, 100 * tf.minimum(position - first, last - position) + size, -1)
 
-    scores = score(tf.gather(start, other)[:, None, :], tf.gather(length, other)[:, None, :], position[:, :, None])
-    scores = tf.where(same[:, None, :], scores, -1)  # [W, J, K]
-    best = tf.argmax(scores, axis=-1, output_type=tf.int64)  # the first maximum: the lowest window index
-    is_self = tf.equal(tf.gather(offsets, best), 0)
+    def step(offset, best, is_self):  # the lowest window wins ties, as the original's first maximum
+        scores = score(offset)
+        better = scores > best
+        return offset + 1, tf.where(better, scores, best), tf.where(better, tf.equal(offset, 0), is_self)
+
+    shape = tf.shape(position)
+    _, _, is_self = tf.while_loop(lambda offset, best, is_self: offset <= reach, step,
+                                  (-reach, tf.fill(shape, tf.constant(-2, tf.int64)), tf.zeros(shape, tf.bool)))
     return is_self & (tf.range(width, dtype=tf.int64)[None, :] < length[:, None])
 
 
