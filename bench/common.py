@@ -283,6 +283,22 @@ def baseline_checkout(revision: str, prefix: str):
         subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)  # an entry left by a failure
 
 
+def baseline_flags(counts: dict) -> argparse.Namespace:
+    """The flags of a benchmark that compares this checkout with a commit: `--baseline` (required), each of
+    `counts` ({name: (default, help)}) and `--rounds` (default 3), every count at least 1 (else argparse's one
+    line)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
+    counts = {**counts, "rounds": (3, "rounds, each running both checkouts")}
+    for name, (default, help_) in counts.items():
+        parser.add_argument(f"--{name}", type=int, default=default, help=help_)
+    args = parser.parse_args()
+    for name in counts:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}={getattr(args, name)}: must be at least 1")
+    return args
+
+
 def alternating_rounds(rounds: int, baseline: str, run) -> dict:
     """{"ours": [...], "baseline": [...]}: `run(name, checkout, round)` for this checkout, then for `baseline`,
     `rounds` times, so that the machine's drift falls on both alike."""

@@ -11,13 +11,12 @@ checkout is faster), and the largest difference between the two checkouts' writt
 must be the same.
 """
 
-import argparse
 import json
 import os
 
 import numpy as np
 
-from bench.common import alternating_rounds, baseline_checkout, median, report, run_in_checkout
+from bench.common import alternating_rounds, baseline_checkout, baseline_flags, median, report, run_in_checkout
 
 CHILD = r'''
 import json, os, sys, time
@@ -60,14 +59,7 @@ def largest_difference(ours, theirs):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
-    parser.add_argument("--lines", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    for flag in ("lines", "rounds"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
+    args = baseline_flags({"lines": (512, "docstring lines to extract")})
     with baseline_checkout(args.baseline, "bench_extract_") as (work, baseline):
         runs = alternating_rounds(args.rounds, baseline, lambda name, checkout, round_: run_in_checkout(
             CHILD, checkout, os.path.join(work, f"{name}-{round_}.jsonl"), str(args.lines)))

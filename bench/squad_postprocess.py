@@ -12,11 +12,11 @@ baseline's over ours (above 1: this checkout is faster). Both checkouts must giv
 and tokens: a digest of each is compared, and a difference stops the benchmark.
 """
 
-import argparse
 import json
 import os
 
-from bench.common import alternating_rounds, baseline_checkout, docstring_lines, median, report, run_in_checkout
+from bench.common import (alternating_rounds, baseline_checkout, baseline_flags, docstring_lines, median, report,
+                          run_in_checkout)
 
 CHILD = r'''
 import hashlib, json, sys, time
@@ -47,14 +47,7 @@ print(json.dumps({"windows": len(features), "postprocess_s": postprocess_s, "tok
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--baseline", required=True, help="a git revision of this repository to compare with")
-    parser.add_argument("--questions", type=int, default=10000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    for flag in ("questions", "rounds"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag}={getattr(args, flag)}: must be at least 1")
+    args = baseline_flags({"questions": (10000, "questions of the SQuAD file whose windows are post-processed")})
     from bench.squad_features import write_squad
 
     with baseline_checkout(args.baseline, "bench_squad_post_") as (work, baseline):

@@ -541,13 +541,10 @@ def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_fla
     """`bench.export_speed` against HEAD (a temporary git worktree, removed afterwards): every measure has a figure
     for both sides; a bad revision, preset or repeat count is one line; no scratch directory is left behind."""
     import csv
-    import glob
-    import os
-    import tempfile
 
     from bench import common, export_speed
 
-    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*")))
+    scratch = _scratch("bench_export_")
     monkeypatch.setattr(common, "RESULTS", str(tmp_path))
     worktrees = _bench_worktrees("bench_export_")
     monkeypatch.setattr("sys.argv", ["bench.export_speed", "--baseline", "HEAD", "--repeats", "1"])
@@ -562,7 +559,7 @@ def test_export_speed_compares_this_checkout_with_a_revision_and_refuses_bad_fla
                           (["--baseline", "HEAD", "--preset", "huge"], "--preset: "),
                           (["--baseline", "HEAD", "--repeats", "0"], "--repeats must be at least 1")):
         _refused_in_one_line(export_speed, args, message, monkeypatch, capsys)
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_export_*"))) == scratch  # nothing left behind
+    assert _scratch("bench_export_") == scratch  # nothing left behind
 
 
 def test_gemm_chain_times_the_encoders_gemms_against_the_floor_of_their_flops(monkeypatch):
@@ -822,12 +819,10 @@ def test_squad_features_benchmark_runs_every_route(tmp_path):
     as many windows (that the windows are the same is tests/tasks/test_squad.py's), the baseline's worktree is
     removed; bad sizes and routes are refused in one line."""
     import csv
-    import glob
     import os
-    import tempfile
 
     env = {**os.environ, "BENCH_RESULTS": str(tmp_path)}
-    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_features_*")))
+    scratch = _scratch("bench_squad_features_")
     worktrees = _bench_worktrees("bench_squad_features_")
     done = forking.python(["-m", "bench.squad_features", "--questions", "40", "--rounds", "1", "--seq", "96",
                            "--doc_stride", "24", "--baseline", "HEAD"], cwd=forking.ROOT, env=env)
@@ -838,7 +833,7 @@ def test_squad_features_benchmark_runs_every_route(tmp_path):
     assert len({row["windows"] for row in rows.values()}) == 1 and int(rows["reference"]["windows"]) > 80
     assert {row["doc_stride"] for row in rows.values()} == {"24"}
     assert _bench_worktrees("bench_squad_features_") == worktrees
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_features_*"))) == scratch
+    assert _scratch("bench_squad_features_") == scratch
     assert rows["window_arrays"]["time_vs_ours"] == "1.00" and all(float(r["seconds"]) > 0 for r in rows.values())
     for argv, message in ((["--questions", "0"], "--questions=0: must be at least 1"),
                           (["--seq", "64"], "--seq=64: must be at least 72"),
@@ -848,29 +843,43 @@ def test_squad_features_benchmark_runs_every_route(tmp_path):
         assert refused.returncode == 2 and message in refused.stderr
 
 
-def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
-    """`bench.squad_postprocess` against HEAD at a small size: both measures have figures for both sides (whose
-    outputs it requires to be the same: a baseline that answers otherwise stops it), the worktree is removed, and bad
-    flags are one line."""
-    import csv
+def _scratch(prefix):
+    """The scratch directories named `prefix`... in the temporary directory."""
     import glob
     import os
     import tempfile
 
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), prefix + "*")))
+
+
+def _against_head(bench, prefix, argv, tmp_path, monkeypatch):
+    """The CSV rows of `bench.main()` run against HEAD with `argv`, which must leave no worktree or scratch
+    directory (named `prefix`...) behind."""
+    import csv
+
+    from bench import common
+
+    before, worktrees = _scratch(prefix), _bench_worktrees(prefix)
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr("sys.argv", [bench.__name__, "--baseline", "HEAD", *argv])
+    bench.main()
+    assert _bench_worktrees(prefix) == worktrees and _scratch(prefix) == before
+    with open(tmp_path / (bench.__name__.split(".")[-1] + ".csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.squad_postprocess` against HEAD at a small size: both measures have figures for both sides (whose
+    outputs it requires to be the same: a baseline that answers otherwise stops it), the worktree is removed, and bad
+    flags are one line."""
     from bench import common, squad_postprocess
 
-    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*")))
-    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
-    worktrees = _bench_worktrees("bench_squad_post_")
-    monkeypatch.setattr("sys.argv", ["bench.squad_postprocess", "--baseline", "HEAD", "--questions", "12",
-                                     "--rounds", "1"])
-    squad_postprocess.main()
-    with open(tmp_path / "squad_postprocess.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    scratch = _scratch("bench_squad_post_")
+    rows = _against_head(squad_postprocess, "bench_squad_post_", ["--questions", "12", "--rounds", "1"], tmp_path,
+                         monkeypatch)
     assert [row["measure"] for row in rows] == ["postprocess_s", "tokenize_s"]
     assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
     assert rows[0]["size"].endswith(" windows") and int(rows[0]["size"].split()[0]) >= 12
-    assert _bench_worktrees("bench_squad_post_") == worktrees
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
                           (["--baseline", "HEAD", "--questions", "0"], "--questions=0: must be at least 1"),
                           (["--baseline", "HEAD", "--rounds", "0"], "--rounds=0: must be at least 1")):
@@ -880,32 +889,21 @@ def test_squad_postprocess_benchmark_compares_this_checkout_with_a_revision(tmp_
         **real(code, checkout, *a), **({"answers_digest": "other"} if checkout != common.ROOT else {})})
     _refused_in_one_line(squad_postprocess, ["--baseline", "HEAD", "--questions", "5", "--rounds", "1"],
                          "HEAD and this checkout differ in answers", monkeypatch, capsys)
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_squad_post_*"))) == scratch
+    assert _scratch("bench_squad_post_") == scratch
 
 
 def test_extract_features_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
     """`bench.extract_features` against HEAD at a small size: both sides timed and their written values compared
     (the same weights: at most float32 rounding apart), nothing left behind; bad flags are one line, and so is
     output whose tokens differ."""
-    import csv
-    import glob
     import json
-    import os
-    import tempfile
 
-    from bench import common, extract_features
+    from bench import extract_features
 
-    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_extract_*")))
-    worktrees = _bench_worktrees("bench_extract_")
-    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
-    monkeypatch.setattr("sys.argv", ["bench.extract_features", "--baseline", "HEAD", "--lines", "6", "--rounds", "1"])
-    extract_features.main()
-    with open(tmp_path / "extract_features.csv", newline="") as f:
-        (row,) = list(csv.DictReader(f))
+    (row,) = _against_head(extract_features, "bench_extract_", ["--lines", "6", "--rounds", "1"], tmp_path,
+                           monkeypatch)
     assert row["lines"] == "6" and float(row["ours_s"]) > 0 and float(row["baseline_s"]) > 0
     assert float(row["largest_value_difference"]) < 1e-4
-    assert _bench_worktrees("bench_extract_") == worktrees
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench_extract_*"))) == scratch
     for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
                           (["--baseline", "HEAD", "--lines", "0"], "--lines=0: must be at least 1")):
         _refused_in_one_line(extract_features, args, message, monkeypatch, capsys)
@@ -916,3 +914,25 @@ def test_extract_features_benchmark_compares_this_checkout_with_a_revision(tmp_p
     with pytest.raises(SystemExit, match="line 0 has other tokens or layers"):
         extract_features.largest_difference(tmp_path / "a", tmp_path / "b")
     assert extract_features.largest_difference(tmp_path / "a", tmp_path / "a") == 0
+
+
+def test_task_files_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.task_files` against HEAD at a small size: an MNLI-format file that the task reads whole in both
+    checkouts (a count read otherwise stops it), both measures with figures for both sides, nothing left behind;
+    bad flags are one line."""
+    from bench import common, task_files
+
+    scratch = _scratch("bench_task_files_")
+    rows = _against_head(task_files, "bench_task_files_", ["--examples", "300", "--rounds", "1"], tmp_path,
+                         monkeypatch)
+    assert [row["measure"] for row in rows] == ["read_s", "peak_rss_growth_mb"]
+    assert rows[0]["examples"] == "300" and float(rows[0]["ours"]) > 0 and float(rows[0]["baseline"]) > 0
+    for args, message in ((["--baseline", "no-such-revision"], "--baseline=no-such-revision: "),
+                          (["--baseline", "HEAD", "--examples", "0"], "--examples=0: must be at least 1")):
+        _refused_in_one_line(task_files, args, message, monkeypatch, capsys)
+    real = task_files.run_in_checkout  # a checkout that reads another number of examples stops the benchmark
+    monkeypatch.setattr(task_files, "run_in_checkout", lambda code, checkout, *a: {
+        **real(code, checkout, *a), **({"examples": 1} if checkout != common.ROOT else {})})
+    _refused_in_one_line(task_files, ["--baseline", "HEAD", "--examples", "5", "--rounds", "1"],
+                         "the runs read [1, 5] examples of the 5 written", monkeypatch, capsys)
+    assert _scratch("bench_task_files_") == scratch

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 
 from bert_tf import fileio
 
@@ -12,24 +11,45 @@ class DataError(ValueError):
     """Task data that cannot be used: missing or malformed files, unknown labels, empty splits."""
 
 
-def open_text(path: str, newline: str | None = None) -> io.StringIO:
-    """A UTF-8 text file as a file object (`newline` as for `open`; "" for the csv module), read whole first so
-    that bytes that are not UTF-8 are one `DataError` naming the file, line and byte rather than a decoding error
-    that names neither. A byte-order mark that editors on Windows put at the start is dropped: it is not text, and
-    left in it would glue itself to the first field (a `-DOCSTART-` line would become a sentence). So is every
-    carriage return, as TensorFlow's text reading (`tf.io.gfile.GFile`, which the original's readers use) drops
-    them: CRLF line ends become LF, and a stray one inside a line joins its two sides instead of cutting the line
-    (which would shorten a field, or shift every later line's index)."""
-    with fileio.open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - data.rfind(b"\n", 0, e.start)
-        raise DataError(f"{path}:{line}: byte 0x{data[e.start]:02x} (column {column}) is not UTF-8; convert the file "
-                        "to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-    return io.StringIO(text.removeprefix("\ufeff").replace("\r", ""), newline=newline)
+class TextLines:
+    """A UTF-8 text file read a line at a time: iterating gives its lines, each ending in "\\n" but perhaps the
+    last (as a text file does, for `csv` too); `read()` gives the whole text (for `json.load`).
+
+    Bytes that are not UTF-8 are one `DataError` naming the file, line and byte rather than a decoding error that
+    names neither. A byte-order mark that editors on Windows put at the start is dropped: it is not text, and left
+    in it would glue itself to the first field (a `-DOCSTART-` line would become a sentence). So is every carriage
+    return, as TensorFlow's text reading (`tf.io.gfile.GFile`, which the original's readers use) drops them: CRLF
+    line ends become LF, and a stray one inside a line joins its two sides instead of cutting the line (which would
+    shorten a field, or shift every later line's index). Read by lines, not whole: a 0.4 GB MNLI train.tsv held
+    whole as bytes, text and a `StringIO` (four bytes a character) took ~2.5 GB. UTF-8 never puts the byte of
+    "\\n" inside a character, so cutting the bytes at it and decoding each line is decoding the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = fileio.open(path, "rb")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+    def __iter__(self):
+        for number, raw in enumerate(self._file, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{self.path}:{number}: byte 0x{raw[e.start]:02x} (column {e.start + 1}) is not "
+                                "UTF-8; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+            yield (line.removeprefix("\ufeff") if number == 1 else line).replace("\r", "")
+
+    def read(self) -> str:
+        return "".join(self)
+
+
+def open_text(path: str) -> TextLines:
+    """A UTF-8 text file's lines (`TextLines`), for `with open_text(path) as f:`."""
+    return TextLines(path)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,7 +57,7 @@ class GlueTask(Task):
                                                            "train"]
         examples, malformed = [], 0
         csv.field_size_limit(sys.maxsize)
-        with open_text(path, newline="") as f:
+        with open_text(path) as f:
             for number, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1):
                 if columns.header and number == 1:
                     continue

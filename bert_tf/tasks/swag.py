@@ -27,7 +27,7 @@ class SwagTask(Task):
         if not fileio.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold SWAG's {', '.join(FILES.values())}")
         examples, malformed = [], 0
-        with open_text(path, newline="") as f:
+        with open_text(path) as f:
             reader = csv.DictReader(f)
             missing = {"sent1", "sent2", *ENDINGS} - set(reader.fieldnames or ())
             if missing:

@@ -45,7 +45,7 @@ class XnliTask(Task):
         if not fileio.exists(path):
             raise DataError(f"{path}: not found; --data_dir must hold XNLI (xnli.dev.tsv) and the translated "
                             "MultiNLI (multinli/multinli.train.<lang>.tsv)")
-        with open_text(path, newline="") as f:
+        with open_text(path) as f:
             return [(n, row) for n, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1)
                     if n > 1]
 
