@@ -116,12 +116,19 @@ print(json.dumps({"builtin": sorted(builtin), "tools": result}))
 
 
 def argparse_flags(module):
-    """The flags of a tool that builds an argparse parser inside main(), read from its `add_argument` calls."""
-    return set(re.findall(r'add_argument\("--(\w+)"', read(module.replace(".", os.sep) + ".py"))) | {"help"}
+    """The flags of a tool that builds an argparse parser inside main(), read from its `add_argument` calls, or
+    from its call of `bench.common.baseline_flags` (--baseline, --rounds and the counts its dict names)."""
+    source = read(module.replace(".", os.sep) + ".py")
+    flags = set(re.findall(r'add_argument\("--(\w+)"', source)) | {"help"}
+    call = re.search(r"baseline_flags\(\{(.*?)\}\)", source, flags=re.S)
+    if call:
+        flags |= {"baseline", "rounds"} | set(re.findall(r'"(\w+)": \(', call.group(1)))
+    return flags
 
 
 def uses_argparse(module):
-    return "argparse.ArgumentParser(" in read(module.replace(".", os.sep) + ".py")
+    source = read(module.replace(".", os.sep) + ".py")
+    return "argparse.ArgumentParser(" in source or "baseline_flags(" in source
 
 
 @pytest.fixture(scope="module")
