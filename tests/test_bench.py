@@ -936,3 +936,19 @@ def test_task_files_benchmark_compares_this_checkout_with_a_revision(tmp_path, m
     _refused_in_one_line(task_files, ["--baseline", "HEAD", "--examples", "5", "--rounds", "1"],
                          "the runs read [1, 5] examples of the 5 written", monkeypatch, capsys)
     assert _scratch("bench_task_files_") == scratch
+
+
+def test_checkpoint_restore_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.checkpoint_restore` against HEAD at a tiny width: a checkpoint with Adam slots that both checkouts
+    load whole (the same count of weights), both measures with figures for both sides, nothing left behind; bad
+    flags are one line."""
+    from bench import checkpoint_restore
+
+    rows = _against_head(checkpoint_restore, "bench_checkpoint_restore_",
+                         ["--layers", "1", "--hidden", "64", "--rounds", "1"], tmp_path, monkeypatch)
+    assert [row["measure"] for row in rows] == ["load_s", "peak_rss_growth_mb"]
+    assert rows[0]["checkpoint_tensors"] == str(3 * (16 + 5 + 2) + 1)  # a layer's, the embeddings', the pooler's
+    assert float(rows[0]["ours"]) > 0 and float(rows[0]["baseline"]) > 0
+    for args, message in ((["--baseline", "HEAD", "--layers", "0"], "--layers=0: must be at least 1"),
+                          (["--baseline", "HEAD", "--hidden", "100"], "--hidden=100: must be a multiple of 64")):
+        _refused_in_one_line(checkpoint_restore, args, message, monkeypatch, capsys)

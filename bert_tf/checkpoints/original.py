@@ -27,22 +27,31 @@ def _resolve_checkpoint(path: str) -> str:
     return path
 
 
-def read_original(path: str) -> dict[str, np.ndarray]:
-    """All tensors of a TF1 (name-based) checkpoint, by name."""
+def _reader(path: str):
+    """(a reader of the TF1 (name-based) checkpoint at `path`, the names of its tensors)."""
     prefix = _resolve_checkpoint(path)
     try:
         reader = fileio.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: unreadable checkpoint ({e.__class__.__name__}: {e})") from None
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return reader, set(reader.get_variable_to_shape_map())
+
+
+def read_original(path: str) -> dict[str, np.ndarray]:
+    """All tensors of a TF1 (name-based) checkpoint, by name."""
+    reader, names = _reader(path)
+    return {name: reader.get_tensor(name) for name in names}
 
 
 def restore_original(model, path: str, heads_required: bool = True) -> dict:
-    """Loads an original TF1 checkpoint into an existing model; returns {'loaded': n, 'skipped': [names]}."""
-    tensors = read_original(path)
-    layers = [int(m.group(1)) for name in tensors if (m := re.match(r"bert/encoder/layer_(\d+)/", name))]
+    """Loads an original TF1 checkpoint into an existing model; returns {'loaded': n, 'skipped': [names]}. Reads
+    the model's tensors only: a checkpoint of a pretraining run also holds two Adam slots per weight (adam_m,
+    adam_v), twice the weights again."""
+    reader, names = _reader(path)
+    layers = [int(m.group(1)) for name in names if (m := re.match(r"bert/encoder/layer_(\d+)/", name))]
     check_depth(model, max(layers, default=-1) + 1, os.fspath(path))
-    return assign(variable_map(model, heads_required), tensors.get, os.fspath(path), "transpose_original")
+    return assign(variable_map(model, heads_required), lambda name: reader.get_tensor(name) if name in names else None,
+                  os.fspath(path), "transpose_original")
 
 
 def load_original(path: str, config: BertConfig | str, model: str = "encoder"):
