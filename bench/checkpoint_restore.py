@@ -85,7 +85,8 @@ def main():
         ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
         rows.append({"measure": measure, "layers": args.layers, "hidden": args.hidden, "checkpoint_tensors": tensors,
                      "checkpoint_mb": f"{megabytes:.0f}", "ours": f"{ours:.3f}", "baseline": f"{theirs:.3f}",
-                     "baseline_revision": args.baseline, "baseline_over_ours": f"{theirs / ours:.2f}x"})
+                     "baseline_revision": args.baseline,
+                     "baseline_over_ours": f"{theirs / ours:.2f}x" if ours > 0 else "-"})  # a tiny model: no growth
     report("checkpoint_restore", rows, list(rows[0]))
 
 

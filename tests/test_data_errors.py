@@ -249,6 +249,37 @@ def test_text_that_is_not_utf8_is_named_by_file_line_and_byte(make, tmp_path):
         read()
 
 
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_task_text_is_read_by_lines_without_carriage_returns_on_every_filesystem(where, tmp_path):
+    """A task file's lines as TensorFlow's GFile reads text, local or remote (`ram://` goes through GFile): the BOM
+    and every carriage return dropped, a last run of carriage returns no line; cut at every newline whatever the
+    block it falls in; and a byte that is not UTF-8 named at the column it has in the file."""
+    import re
+
+    import tensorflow as tf
+
+    from bert_tf.tasks import DataError
+    from bert_tf.tasks.base import open_text
+
+    def written(name, data):  # a new file each time: writing over a ram:// file appended to it here (TF 2.21)
+        path = str(tmp_path / name) if where == "local" else f"ram://{tmp_path.name}/{name}"
+        with tf.io.gfile.GFile(path, "wb") as f:
+            f.write(data)
+        return path
+
+    data = b"\xef\xbb\xbfa\r\nb\rc\n\n\xc3\xa9t\xc3\xa9\nend\r"
+    path = written("text.txt", data)
+    with open_text(path) as f:
+        assert list(f) == ["a\n", "bc\n", "\n", "\u00e9t\u00e9\n", "end"]
+    with open_text(path) as f:
+        assert list(f._byte_lines(block=3)) == re.findall(rb"[^\n]*\n|[^\n]+$", data)
+    path = written("latin1.txt", b"x\r\nab\r\xffc\n\r")
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}:2: byte 0xff \(column 4\) is not UTF-8"):
+        list(open_text(path))
+    with open_text(written("returns.txt", b"\r\r")) as f:
+        assert list(f) == [] and f.read() == ""
+
+
 def test_a_conll_line_with_another_column_count_is_an_error_at_its_line(tmp_path):
     from bert_tf.tasks import DataError
     from bert_tf.tasks.ner import read_sentences

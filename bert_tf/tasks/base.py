@@ -35,13 +35,30 @@ class TextLines:
         self._file.close()
 
     def __iter__(self):
-        for number, raw in enumerate(self._file, start=1):
+        for number, raw in enumerate(self._byte_lines(), start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataError(f"{self.path}:{number}: byte 0x{raw[e.start]:02x} (column {e.start + 1}) is not "
                                 "UTF-8; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-            yield (line.removeprefix("\ufeff") if number == 1 else line).replace("\r", "")
+            line = (line.removeprefix("\ufeff") if number == 1 else line).replace("\r", "")
+            if line:  # a last line of carriage returns (or a file of a BOM) is no line, as the text before had none
+                yield line
+
+    def _byte_lines(self, block: int = 1 << 20):
+        """The file's bytes cut after each newline, read in blocks: iterating a `tf.io.gfile.GFile` by lines would
+        drop its carriage returns first and shift the columns that errors name."""
+        pending = []
+        while chunk := self._file.read(block):
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                pending.append(chunk[start:end + 1])
+                yield b"".join(pending)
+                pending, start = [], end + 1
+            if start < len(chunk):
+                pending.append(chunk[start:])
+        if pending:
+            yield b"".join(pending)
 
     def read(self) -> str:
         return "".join(self)
