@@ -20,9 +20,9 @@ class TextLines:
     in it would glue itself to the first field (a `-DOCSTART-` line would become a sentence). So is every carriage
     return, as TensorFlow's text reading (`tf.io.gfile.GFile`, which the original's readers use) drops them: CRLF
     line ends become LF, and a stray one inside a line joins its two sides instead of cutting the line (which would
-    shorten a field, or shift every later line's index). Read by lines, not whole: a 0.4 GB MNLI train.tsv held
-    whole as bytes, text and a `StringIO` (four bytes a character) took ~2.5 GB. UTF-8 never puts the byte of
-    "\\n" inside a character, so cutting the bytes at it and decoding each line is decoding the file."""
+    shorten a field, or shift every later line's index). Read by lines, not whole, so that reading a large task
+    file holds a block of it at a time (BENCHMARKS.md, "Reading a task's files"). UTF-8 never puts the byte of "\\n"
+    inside a character, so cutting the bytes at it and decoding each line is decoding the file."""
 
     def __init__(self, path: str):
         self.path = path
