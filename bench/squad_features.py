@@ -53,7 +53,7 @@ def write_squad(path, questions, seed=0):
 # One route in a fresh process, on the code of the checkout it runs in (its own library only, so that a baseline
 # commit's bench/ need not match this one): prints [questions read, windows, seconds, peak RSS growth in MB].
 CHILD = r'''
-import json, resource, sys, time
+import json, sys, time
 from bert_tf.tasks import squad
 
 route, path, vocab, seq, stride = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
