@@ -14,8 +14,8 @@ this checkout is faster or smaller).
 
 import os
 
-from bench.common import (ROOT, alternating_rounds, baseline_checkout, baseline_flags, median, report,
-                          run_in_checkout)
+from bench.common import (MEASURED, ROOT, alternating_rounds, baseline_checkout, baseline_flags, baseline_row,
+                          report, run_in_checkout)
 
 WRITE = r'''
 import glob, json, os, sys
@@ -43,26 +43,17 @@ tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len
 print(json.dumps({"tensors": len(names)}))
 '''
 
-LOAD = r'''
-import json, sys, time
+LOAD = MEASURED + r'''
+import json, sys
 from bert_tf import BertConfig
 from bert_tf.checkpoints import restore_original
 from bert_tf.models import BertEncoder
 
-
-def rss_mb(field):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
-
-
 layers, hidden = int(sys.argv[2]), int(sys.argv[3])
 encoder = BertEncoder(BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
                                  intermediate_size=4 * hidden))
-before = rss_mb("VmRSS")
-began = time.perf_counter()
-loaded = restore_original(encoder, sys.argv[1])["loaded"]
-print(json.dumps({"loaded": loaded, "load_s": time.perf_counter() - began,
-                  "peak_rss_growth_mb": rss_mb("VmHWM") - before}))
+report, seconds, grown = measured(lambda: restore_original(encoder, sys.argv[1]))
+print(json.dumps({"loaded": report["loaded"], "load_s": seconds, "peak_rss_growth_mb": grown}))
 '''
 
 
@@ -80,13 +71,9 @@ def main():
     loaded = {run["loaded"] for name in runs for run in runs[name]}
     if len(loaded) != 1:
         raise SystemExit(f"bench.checkpoint_restore: the checkouts loaded {sorted(loaded)} weights")
-    rows = []
-    for measure in ("load_s", "peak_rss_growth_mb"):
-        ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
-        rows.append({"measure": measure, "layers": args.layers, "hidden": args.hidden, "checkpoint_tensors": tensors,
-                     "checkpoint_mb": f"{megabytes:.0f}", "ours": f"{ours:.3f}", "baseline": f"{theirs:.3f}",
-                     "baseline_revision": args.baseline,
-                     "baseline_over_ours": f"{theirs / ours:.2f}x" if ours > 0 else "-"})  # a tiny model: no growth
+    rows = [baseline_row(runs, measure, args.baseline, layers=args.layers, hidden=args.hidden,
+                         checkpoint_tensors=tensors, checkpoint_mb=f"{megabytes:.0f}")
+            for measure in ("load_s", "peak_rss_growth_mb")]
     report("checkpoint_restore", rows, list(rows[0]))
 
 

@@ -299,6 +299,33 @@ def baseline_flags(counts: dict) -> argparse.Namespace:
     return args
 
 
+def baseline_row(runs: dict, measure: str, revision: str, **fields) -> dict:
+    """One table row of a benchmark that compares this checkout with `revision`: `measure`'s medians over the runs
+    of both (`alternating_rounds`), and the baseline's over ours ("-" where ours is 0, as a tiny input's memory
+    growth can be)."""
+    ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
+    return {"measure": measure, **fields, "ours": f"{ours:.3f}", "baseline": f"{theirs:.3f}",
+            "baseline_revision": revision, "baseline_over_ours": f"{theirs / ours:.2f}x" if ours > 0 else "-"}
+
+
+# The head of a child program that `run_in_checkout` runs on a checkout's code, bench/ there or not: `measured(run)`
+# is (run(), its seconds, the process's peak RSS above its RSS just before it, in MB).
+MEASURED = r'''
+import time
+
+
+def rss_mb(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+def measured(run):
+    before, began = rss_mb("VmRSS"), time.perf_counter()
+    result = run()
+    return result, time.perf_counter() - began, rss_mb("VmHWM") - before
+'''
+
+
 def alternating_rounds(rounds: int, baseline: str, run) -> dict:
     """{"ours": [...], "baseline": [...]}: `run(name, checkout, round)` for this checkout, then for `baseline`,
     `rounds` times, so that the machine's drift falls on both alike."""

@@ -14,7 +14,7 @@ faster or smaller).
 import argparse
 import os
 
-from bench.common import alternating_rounds, baseline_checkout, median, report, run_in_checkout, uncased_vocab
+from bench.common import alternating_rounds, baseline_checkout, baseline_row, report, run_in_checkout, uncased_vocab
 
 EXPORT = r'''
 import json, sys, time
@@ -84,12 +84,7 @@ def main():
             return {**exported, **run_in_checkout(SERVE, checkout, out)}
 
         figures = alternating_rounds(args.repeats, baseline, run)
-    rows = []
-    for key in figures["ours"][0]:
-        ours, theirs = (median([f[key] for f in figures[name]]) for name in ("ours", "baseline"))
-        rows.append({"measure": key, "preset": args.preset, "ours": f"{ours:.3f}",
-                     "baseline": f"{theirs:.3f}", "baseline_revision": args.baseline,
-                     "baseline_over_ours": f"{theirs / ours:.2f}x"})
+    rows = [baseline_row(figures, key, args.baseline, preset=args.preset) for key in figures["ours"][0]]
     report("export_speed", rows, list(rows[0]))
 
 

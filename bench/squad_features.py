@@ -25,7 +25,8 @@ import os
 import random
 import tempfile
 
-from bench.common import ROOT, baseline_checkout, docstring_lines, median, report, run_in_checkout, uncased_vocab
+from bench.common import (MEASURED, ROOT, baseline_checkout, docstring_lines, median, report, run_in_checkout,
+                          uncased_vocab)
 
 ROUTES = ("window_arrays", "window_features", "reference")
 
@@ -52,18 +53,11 @@ def write_squad(path, questions, seed=0):
 
 # One route in a fresh process, on the code of the checkout it runs in (its own library only, so that a baseline
 # commit's bench/ need not match this one): prints [questions read, windows, seconds, peak RSS growth in MB].
-CHILD = r'''
-import json, sys, time
+CHILD = MEASURED + r'''
+import json, sys
 from bert_tf.tasks import squad
 
 route, path, vocab, seq, stride = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-
-
-def rss_mb(field):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
-
-
 examples, _ = squad.read_examples(path, True, False)
 settings = dict(max_seq_length=seq, doc_stride=stride, max_query_length=64, is_training=True)
 squad.window_arrays(examples[:256], vocab, **settings)  # the graph traced, its working memory allocated
@@ -77,11 +71,7 @@ elif route == "window_features":
     run = lambda: len(squad.window_features(examples, vocab, **settings)[0])
 else:
     run = lambda: len(squad.window_arrays(examples, vocab, **settings)["input_word_ids"])
-before = rss_mb("VmRSS")
-start = time.perf_counter()
-windows = run()
-seconds = time.perf_counter() - start
-print(json.dumps([len(examples), windows, seconds, rss_mb("VmHWM") - before]))
+print(json.dumps([len(examples), *measured(run)]))
 '''
 
 

@@ -15,8 +15,8 @@ and tokens: a digest of each is compared, and a difference stops the benchmark.
 import json
 import os
 
-from bench.common import (alternating_rounds, baseline_checkout, baseline_flags, docstring_lines, median, report,
-                          run_in_checkout)
+from bench.common import (alternating_rounds, baseline_checkout, baseline_flags, baseline_row, docstring_lines,
+                          report, run_in_checkout)
 
 CHILD = r'''
 import hashlib, json, sys, time
@@ -61,13 +61,9 @@ def main():
         if len({run[key] for name in runs for run in runs[name]}) != 1:
             raise SystemExit(f"bench.squad_postprocess: {args.baseline} and this checkout differ in "
                              f"{key.split('_')[0]}; compare their outputs before timing them")
-    rows = []
-    for measure, size in (("postprocess_s", f"{runs['ours'][0]['windows']} windows"),
-                          ("tokenize_s", f"{runs['ours'][0]['lines']} lines")):
-        ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
-        rows.append({"measure": measure, "questions": args.questions, "size": size, "ours": f"{ours:.3f}",
-                     "baseline": f"{theirs:.3f}", "baseline_revision": args.baseline,
-                     "baseline_over_ours": f"{theirs / ours:.2f}x"})
+    rows = [baseline_row(runs, measure, args.baseline, questions=args.questions, size=size)
+            for measure, size in (("postprocess_s", f"{runs['ours'][0]['windows']} windows"),
+                                  ("tokenize_s", f"{runs['ours'][0]['lines']} lines"))]
     report("squad_postprocess", rows, list(rows[0]))
 
 

@@ -13,25 +13,16 @@ the baseline's figure over ours (above 1: this checkout is faster or smaller).
 import os
 import random
 
-from bench.common import (alternating_rounds, baseline_checkout, baseline_flags, docstring_lines, median, report,
-                          run_in_checkout)
+from bench.common import (MEASURED, alternating_rounds, baseline_checkout, baseline_flags, baseline_row,
+                          docstring_lines, report, run_in_checkout)
 
-CHILD = r'''
-import json, sys, time
+CHILD = MEASURED + r'''
+import json, sys
 from bert_tf.finetuning import read_split
 from bert_tf.tasks import get_task
 
-
-def rss_mb(field):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
-
-
-before = rss_mb("VmRSS")
-began = time.perf_counter()
-examples = read_split(get_task("mnli"), "train", sys.argv[1], None)
-print(json.dumps({"examples": len(examples), "read_s": time.perf_counter() - began,
-                  "peak_rss_growth_mb": rss_mb("VmHWM") - before}))
+examples, seconds, grown = measured(lambda: read_split(get_task("mnli"), "train", sys.argv[1], None))
+print(json.dumps({"examples": len(examples), "read_s": seconds, "peak_rss_growth_mb": grown}))
 '''
 
 GENRES = ("fiction", "government", "slate", "telephone", "travel")
@@ -65,12 +56,8 @@ def main():
     read = {run["examples"] for name in runs for run in runs[name]}
     if read != {args.examples}:
         raise SystemExit(f"bench.task_files: the runs read {sorted(read)} examples of the {args.examples} written")
-    rows = []
-    for measure in ("read_s", "peak_rss_growth_mb"):
-        ours, theirs = (median([run[measure] for run in runs[name]]) for name in ("ours", "baseline"))
-        rows.append({"measure": measure, "examples": args.examples, "megabytes": f"{megabytes:.0f}",
-                     "ours": f"{ours:.3f}", "baseline": f"{theirs:.3f}", "baseline_revision": args.baseline,
-                     "baseline_over_ours": f"{theirs / ours:.2f}x" if ours > 0 else "-"})  # a tiny file: no growth
+    rows = [baseline_row(runs, measure, args.baseline, examples=args.examples, megabytes=f"{megabytes:.0f}")
+            for measure in ("read_s", "peak_rss_growth_mb")]
     report("task_files", rows, list(rows[0]))
 
 
