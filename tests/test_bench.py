@@ -952,3 +952,14 @@ def test_checkpoint_restore_benchmark_compares_this_checkout_with_a_revision(tmp
     for args, message in ((["--baseline", "HEAD", "--layers", "0"], "--layers=0: must be at least 1"),
                           (["--baseline", "HEAD", "--hidden", "100"], "--hidden=100: must be a multiple of 64")):
         _refused_in_one_line(checkpoint_restore, args, message, monkeypatch, capsys)
+
+
+def test_docstring_text_is_the_same_whatever_the_process_imported_before():
+    """`docstring_lines`, the text of many test fixtures, in a fresh process before and after importing standard
+    library submodules that become attributes of the modules it reads (http.server, logging.handlers, ...)."""
+    code = ("from bench.common import docstring_lines\n"
+            "before = docstring_lines()\n"
+            "import email.mime.text, http.server, logging.handlers, unittest.mock\n"
+            "assert docstring_lines() == before and len(before) > 1000, len(before)\n")
+    done = forking.python(["-c", code], cwd=forking.ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
