@@ -32,7 +32,7 @@ from absl import logging
 
 from bert_tf import staging
 from bert_tf.cpu_precision import warn_if_emulated
-from bert_tf.tf_data import without_autotuning
+from bert_tf.tf_data import over_held_tensors
 from bert_tf.training import DTYPES, write_lines
 from bert_tf import fileio
 
@@ -177,7 +177,7 @@ def task_losses(labels: dict) -> dict:
     import keras
 
     reduction = "mean_with_sample_weight"
-    return {name: keras.losses.MeanSquaredError(reduction=reduction) if array.dtype.kind == "f" else
+    return {name: keras.losses.MeanSquaredError(reduction=reduction) if tf.as_dtype(array.dtype).is_floating else
             keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
             for name, array in labels.items()}
 
@@ -194,6 +194,19 @@ def example_order(count: int, seed: int):
             tf.range(count, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), number]), alg="philox"))
 
     return tf.data.Dataset.range(tf.int64.max).flat_map(epoch)
+
+
+def as_tensors(arrays: dict) -> dict:
+    """`arrays`' values as tensors, moved one at a time: each leaves `arrays` (emptied) as its tensor is made, so
+    that a dict no one else holds is never in memory twice. `fit` takes tensors as they are and copies arrays for
+    each grid cell, so a family hands it its training data through this."""
+    return {key: _tensor(arrays.pop(key)) for key in list(arrays)}
+
+
+def _tensor(value):
+    """`value` as a tensor: a tensor as it is, an array copied. A tensor converted from a NumPy array holds about
+    twice the array's memory for as long as it lives (TensorFlow 2.21), a copy of it made by `tf.identity` once."""
+    return value if tf.is_tensor(value) else tf.identity(tf.convert_to_tensor(value))
 
 
 def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *, loss_weights=None,
@@ -219,7 +232,7 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
                                                  optimizer=options.optimizer, weight_decay=options.weight_decay,
                                                  loss_scale=options.policy == "mixed_float16"),
                       loss=task_losses(labels), loss_weights=loss_weights, auto_scale_loss=False)
-    parts = tuple(tf.nest.map_structure(tf.constant, part) for part in
+    parts = tuple(tf.nest.map_structure(_tensor, part) for part in
                   ((inputs, labels) if sample_weights is None else (inputs, labels, sample_weights)))
 
     def dataset_fn(context):
@@ -228,7 +241,7 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
             order = order.shard(context.num_input_pipelines, context.input_pipeline_id)
         order = order.batch(context.get_per_replica_batch_size(cell.train_batch_size), drop_remainder=True)
         batches = order.map(lambda at: tf.nest.map_structure(lambda part: tf.gather(part, at), parts))
-        return without_autotuning(batches)
+        return over_held_tensors(batches.prefetch(tf.data.AUTOTUNE))
 
     report = None if progress is None else (lambda step, scalars: progress(model, step, scalars))
     logs = training.train(model, strategy, dataset_fn, directory, num_train_steps=steps,
@@ -388,7 +401,7 @@ def predict(model, features, batch_size: int):
     if short:
         features = keras.tree.map_structure(
             lambda x: np.concatenate([x, np.repeat(np.asarray(x)[-1:], short, axis=0)]), features)
-    batches = without_autotuning(tf.data.Dataset.from_tensor_slices(features).batch(batch_size))
+    batches = over_held_tensors(tf.data.Dataset.from_tensor_slices(features).batch(batch_size))
     outputs = model.predict(batches, verbose=0)
     return keras.tree.map_structure(lambda x: x[:count], outputs)
 

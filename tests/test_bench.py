@@ -938,6 +938,29 @@ def test_task_files_benchmark_compares_this_checkout_with_a_revision(tmp_path, m
     assert _scratch("bench_task_files_") == scratch
 
 
+def test_finetune_memory_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.finetune_memory` against HEAD at a small size: both checkouts fine-tune for the steps asked (a
+    count trained otherwise stops it), both measures with figures for both sides, nothing left behind; bad flags
+    are one line."""
+    from bench import common, finetune_memory
+
+    scratch = _scratch("bench_finetune_memory_")
+    rows = _against_head(finetune_memory, "bench_finetune_memory_",
+                         ["--examples", "96", "--steps", "2", "--rounds", "1"], tmp_path, monkeypatch)
+    assert [row["measure"] for row in rows] == ["run_s", "peak_rss_growth_mb"]
+    assert rows[0]["steps"] == "2" and float(rows[0]["ours"]) > 0 and float(rows[0]["baseline"]) > 0
+    for args, message in ((["--baseline", "HEAD", "--steps", "0"], "--steps=0: must be at least 1"),
+                          (["--baseline", "HEAD", "--examples", "40", "--steps", "2"],
+                           "--steps=2 of 32 examples is more than one epoch of --examples=40")):
+        _refused_in_one_line(finetune_memory, args, message, monkeypatch, capsys)
+    real = finetune_memory.run_in_checkout  # a checkout that trains another number of steps stops the benchmark
+    monkeypatch.setattr(finetune_memory, "run_in_checkout", lambda code, checkout, *a: {
+        **real(code, checkout, *a), **({"steps": 7} if checkout != common.ROOT else {})})
+    _refused_in_one_line(finetune_memory, ["--baseline", "HEAD", "--examples", "64", "--steps", "1", "--rounds", "1"],
+                         "the runs trained [1, 7] steps, not 1", monkeypatch, capsys)
+    assert _scratch("bench_finetune_memory_") == scratch
+
+
 def test_checkpoint_restore_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
     """`bench.checkpoint_restore` against HEAD at a tiny width: a checkpoint with Adam slots that both checkouts
     load whole (the same count of weights), both measures with figures for both sides, nothing left behind; bad

@@ -27,13 +27,17 @@ def encode(examples, vocab_file: str, do_lower_case: bool, max_seq_length: int, 
     original FullTokenizer and packed `[CLS] A [SEP] (B [SEP])` with longest-first truncation."""
     preprocessor = _preprocessor(vocab_file, do_lower_case, max_seq_length)
     pairs = examples[0].text_b is not None
-    parts = []
-    for start in range(0, len(examples), batch):
+    arrays: dict = {}
+    for start in range(0, len(examples), batch):  # each batch written into the arrays, none kept
         chunk = examples[start:start + batch]
         a = tf.constant([e.text_a for e in chunk])
-        parts.append(preprocessor.serve_pairs(a, tf.constant([e.text_b or "" for e in chunk])) if pairs
-                     else preprocessor.serve_single(a))
-    return {key: np.concatenate([p[key].numpy() for p in parts]) for key in parts[0]}
+        out = (preprocessor.serve_pairs(a, tf.constant([e.text_b or "" for e in chunk])) if pairs
+               else preprocessor.serve_single(a))
+        for key, value in out.items():
+            if key not in arrays:
+                arrays[key] = np.empty((len(examples), *value.shape[1:]), value.dtype.as_numpy_dtype)
+            arrays[key][start:start + len(chunk)] = value
+    return arrays
 
 
 @functools.lru_cache(maxsize=4)
@@ -136,11 +140,12 @@ class Classification(Family):
         build = lambda: self.build_model(task, config, options.dropout_rate, options.policy)  # noqa: E731
         grid = None
         if options.do_train:
-            train_features, train_labels = features(train), label_array(task, train, f"{task.name} train")
+            train_features = finetuning.as_tensors(features(train))
+            train_labels = finetuning.as_tensors({"logits": label_array(task, train, f"{task.name} train")})
             grid = finetuning.grid_search(
                 options, output_dir,
-                lambda cell, directory: finetuning.fit(build, train_features, {"logits": train_labels}, options,
-                                                       cell, strategy, directory, progress=progress),
+                lambda cell, directory: finetuning.fit(build, train_features, train_labels, options, cell, strategy,
+                                                       directory, progress=progress),
                 lambda m: evaluate(m)[0] if options.do_eval else {}, task.main_metric, build)
             results.update(grid.figures())
             model = grid.model

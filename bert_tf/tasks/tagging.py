@@ -145,10 +145,13 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     grid = None
     if options.do_train:
         encoded = encode(train, "train")
+        inputs = finetuning.as_tensors(encoded.inputs)
+        labels, weights = (finetuning.as_tensors({"logits": array}) for array in (encoded.labels, encoded.weights))
+        del encoded
         grid = finetuning.grid_search(
             options, output_dir,
-            lambda cell, directory: finetuning.fit(build, encoded.inputs, {"logits": encoded.labels}, options, cell,
-                                                   strategy, directory, sample_weights={"logits": encoded.weights}),
+            lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
+                                                   sample_weights=weights),
             lambda m: evaluate(m) if options.do_eval else {}, "f1", build)
         results.update(grid.figures())
         model = grid.model

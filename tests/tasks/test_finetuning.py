@@ -212,29 +212,46 @@ def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
 def test_a_fine_tuning_run_traces_its_train_step_once_and_warns_nothing(monkeypatch, tmp_path):
     """The optimizer's slots exist before the first step: a step that creates variables is traced twice by
     tf.function, and a second trace of BERT's step is seconds of CPU per fine-tuning run. And Keras has nothing to
-    warn about. The input has tf.data's autotuning off (`bert_tf.tf_data`)."""
+    warn about. The input has tf.data's autotuning and static rewrites off (`bert_tf.tf_data`: the rewrites would
+    copy the data it reads). Data moved into tensors by `as_tensors` (the dict emptied) trains to the same
+    weights as the arrays."""
     import tensorflow as tf
 
     from bert_tf import BertConfig, training
-    from bert_tf.finetuning import Cell, FinetuneOptions, fit
+    from bert_tf.finetuning import Cell, FinetuneOptions, as_tensors, fit
     from bert_tf.models import BertClassifier
 
-    traces, autotuned = [], []
+    traces, options_seen = [], []
     step = BertClassifier.train_step
     monkeypatch.setattr(BertClassifier, "train_step", lambda self, data: traces.append(1) or step(self, data))
     train = training.train
-    monkeypatch.setattr(training, "train", lambda model, strategy, dataset_fn, *a, **kw: autotuned.append(
-        dataset_fn(tf.distribute.InputContext()).options().autotune.enabled) or train(model, strategy, dataset_fn,
-                                                                                        *a, **kw))
+
+    def seen(model, strategy, dataset_fn, *a, **kw):
+        options_seen.append(dataset_fn(tf.distribute.InputContext()).options())
+        return train(model, strategy, dataset_fn, *a, **kw)
+
+    monkeypatch.setattr(training, "train", seen)
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=8)
     options = FinetuneOptions(do_train=True, train_batch_sizes=4, num_train_epochs=2)
     ids = np.random.default_rng(0).integers(1, 64, (8, 8)).astype(np.int32)
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
-    model, steps = fit(lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate),
-                       inputs, {"logits": np.array([0, 1] * 4, np.int32)}, options, Cell(4, 1e-3, 2, 1),
-                       tf.distribute.get_strategy(), str(tmp_path))
-    assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1 and autotuned == [False]
+    labels = {"logits": np.array([0, 1] * 4, np.int32)}
+    build = lambda: get_task("mrpc").family.build_model(get_task("mrpc"), config, options.dropout_rate)  # noqa: E731
+    model, steps = fit(build, inputs, labels, options, Cell(4, 1e-3, 2, 1), tf.distribute.get_strategy(),
+                       str(tmp_path / "arrays"))
+    assert model.optimizer.iterations.numpy() == steps == 4 and len(traces) == 1
+    assert [(o.autotune.enabled, o.experimental_optimization.apply_default_optimizations)
+            for o in options_seen] == [(False, False)]
+
+    moved = dict(inputs)
+    tensors = as_tensors(moved)
+    assert moved == {} and all(tf.is_tensor(t) and np.array_equal(t, inputs[k]) for k, t in tensors.items())
+    assert as_tensors(dict(tensors))["input_mask"] is tensors["input_mask"]  # a tensor is not copied again
+    again, _ = fit(build, tensors, as_tensors(dict(labels)), options, Cell(4, 1e-3, 2, 1),
+                   tf.distribute.get_strategy(), str(tmp_path / "tensors"))
+    for a, b in zip(model.weights, again.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
 def test_predict_traces_the_model_once_for_a_short_last_batch_and_returns_each_rows_outputs(tiny_config):
