@@ -204,9 +204,13 @@ def as_tensors(arrays: dict) -> dict:
 
 
 def _tensor(value):
-    """`value` as a tensor: a tensor as it is, an array copied. A tensor converted from a NumPy array holds about
-    twice the array's memory for as long as it lives (TensorFlow 2.21), a copy of it made by `tf.identity` once."""
-    return value if tf.is_tensor(value) else tf.identity(tf.convert_to_tensor(value))
+    """`value` as a tensor: a tensor as it is, an array copied into host memory, where the input reads it. A tensor
+    converted from a NumPy array holds about twice the array's memory for as long as it lives (TensorFlow 2.21), a
+    copy of it made by `tf.identity` once."""
+    if tf.is_tensor(value):
+        return value
+    with tf.device("CPU:0"):
+        return tf.identity(tf.convert_to_tensor(value))
 
 
 def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *, loss_weights=None,
@@ -241,7 +245,7 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
             order = order.shard(context.num_input_pipelines, context.input_pipeline_id)
         order = order.batch(context.get_per_replica_batch_size(cell.train_batch_size), drop_remainder=True)
         batches = order.map(lambda at: tf.nest.map_structure(lambda part: tf.gather(part, at), parts))
-        return over_held_tensors(batches.prefetch(tf.data.AUTOTUNE))
+        return over_held_tensors(batches)
 
     report = None if progress is None else (lambda step, scalars: progress(model, step, scalars))
     logs = training.train(model, strategy, dataset_fn, directory, num_train_steps=steps,
@@ -390,11 +394,11 @@ def read_split(task, split: str, data_dir: str | None, tfds_name: str | None):
 
 
 def predict(model, features, batch_size: int):
-    """`model.predict(features)` (a dict of arrays) in batches of `batch_size` (a tf.data input without autotuning,
-    `bert_tf.tf_data`, where Keras's own input from arrays is autotuned), the last one padded to full size with
-    copies of the final example, whose outputs are dropped. Keras traces its predict function for each batch shape
-    it meets, so a short last batch would trace the whole model a second time, for every model of a grid; an input
-    smaller than one batch is one batch of its own size."""
+    """`model.predict(features)` (a dict of arrays) in batches of `batch_size` (a tf.data input without autotuning
+    or static rewrites, `bert_tf.tf_data`, where Keras's own input from arrays is autotuned), the last one padded
+    to full size with copies of the final example, whose outputs are dropped. Keras traces its predict function for
+    each batch shape it meets, so a short last batch would trace the whole model a second time, for every model of
+    a grid; an input smaller than one batch is one batch of its own size."""
     count = len(keras.tree.flatten(features)[0])
     batch_size = max(1, min(batch_size, count))
     short = -count % batch_size

@@ -1,4 +1,5 @@
-"""The options of the library's tf.data inputs: autotuning off, so that freeing an iterator is immediate.
+"""The options of the library's tf.data inputs: autotuning off, so that freeing an iterator is immediate; and for an
+input over data held in memory (fine-tuning's, `predict`'s), static rewrites off, so that it holds no copy of it.
 
 An autotuned iterator runs a model thread that sleeps between optimizations, for a period that doubles up to a
 minute. Freeing the iterator cancels that thread, but TensorFlow's cancellation marks itself done only after it has
@@ -15,6 +16,11 @@ autotuned, with the same wait, one per device. No option of the input reaches it
 TensorFlow's maker of those datasets (a private function of `multi_device_iterator_ops`, left alone if a TensorFlow
 lacks it) to turn autotuning off in them, for every multi-device iterator of the process from then on, on CPUs and GPUs
 (a TPU's are left as they are: TensorFlow registers the option's kernel for CPUs and GPUs only).
+
+tf.data applies its static rewrites (operation fusions, added parallelism) when an iterator is made, to a
+serialized copy of the dataset's graph, and builds the iterator from the rewritten copy. Tensors that the dataset's
+functions capture, or that it slices, are constants in that graph, so the iterator would hold a copy of them: the
+whole training set, for an input that gathers its batches from tensors in memory (`over_held_tensors`).
 """
 
 from __future__ import annotations

@@ -145,9 +145,9 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     grid = None
     if options.do_train:
         encoded = encode(train, "train")
-        inputs = finetuning.as_tensors(encoded.inputs)
-        labels, weights = (finetuning.as_tensors({"logits": array}) for array in (encoded.labels, encoded.weights))
-        del encoded
+        inputs, labels, weights = encoded.inputs, {"logits": encoded.labels}, {"logits": encoded.weights}
+        del encoded  # so that each array is held by its dict alone, and leaves memory as it becomes a tensor
+        inputs, labels, weights = (finetuning.as_tensors(data) for data in (inputs, labels, weights))
         grid = finetuning.grid_search(
             options, output_dir,
             lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
