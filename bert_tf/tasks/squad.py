@@ -122,16 +122,43 @@ def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -
     return examples
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class SquadFeature:
+    """One window of one example as post-processing reads it: rows of arrays shared by every window (views, not
+    copies), where Python lists and dicts per window held several times the model inputs' memory
+    (`bench.squad_postprocess`). `token_to_word`, `max_context` and the `input_*` lists give them in the original's
+    form, made when read."""
     example_index: int
-    input_word_ids: list[int]
-    input_mask: list[int]
-    input_type_ids: list[int]
-    token_to_word: dict  # feature position -> original word index
-    max_context: dict  # feature position -> is this window the token's max-context window
+    ids: np.ndarray  # [seq] the window's input_word_ids
+    mask: np.ndarray  # [seq] its input_mask
+    type_ids: np.ndarray  # [seq] its input_type_ids
+    offset: int  # the window position of its first context piece
+    words: np.ndarray  # [its context pieces] each piece's original word index
+    best: np.ndarray  # [its context pieces] whether this window is the piece's max-context window
     start_position: int = 0
     end_position: int = 0
+
+    @property
+    def input_word_ids(self) -> list[int]:
+        return self.ids.tolist()
+
+    @property
+    def input_mask(self) -> list[int]:
+        return self.mask.tolist()
+
+    @property
+    def input_type_ids(self) -> list[int]:
+        return self.type_ids.tolist()
+
+    @property
+    def token_to_word(self) -> dict:
+        """Window position -> original word index, for each context piece."""
+        return {self.offset + j: int(word) for j, word in enumerate(self.words)}
+
+    @property
+    def max_context(self) -> dict:
+        """Window position -> whether this window gives the piece its most context, for each context piece."""
+        return {self.offset + j: bool(best) for j, best in enumerate(self.best)}
 
 
 @functools.lru_cache(maxsize=4)
@@ -214,21 +241,23 @@ def window_features(examples, vocab_file: str, do_lower_case: bool = True, max_s
                     max_query_length=64, is_training=False, chunk: int = 256) -> tuple[list[SquadFeature], dict]:
     """Examples -> (features, arrays): one feature per window (one example may give several), made by the in-graph
     `bert_tf.tasks.span_features.span_features` that the export also runs; `arrays` holds the model inputs and,
-    when `is_training`, the labels `start_logits` / `end_logits`. Examples go through the graph `chunk` at a time.
-    Training needs `arrays` alone: `window_arrays`."""
-    features, parts = [], []
+    when `is_training`, the labels `start_logits` / `end_logits`, and the features' `ids`, `mask` and `type_ids`
+    are rows of them. Examples go through the graph `chunk` at a time. Training needs `arrays` alone:
+    `window_arrays`."""
+    windows, parts = [], []  # per window: (example, offset, words, best, start, end), its rows of the arrays later
     for begin, out in _window_chunks(examples, vocab_file, do_lower_case, max_seq_length, doc_stride,
                                      max_query_length, is_training, chunk):
         parts.append(_model_arrays(out, is_training))
+        word, best = out["word"].astype(np.int32), out["max_context"]
         for w in range(len(out["example"])):
-            offset, length = int(out["offset"][w]), int(out["length"][w])
-            features.append(SquadFeature(
-                begin + int(out["example"][w]), out["input_word_ids"][w].tolist(), out["input_mask"][w].tolist(),
-                out["input_type_ids"][w].tolist(),
-                {offset + j: int(out["word"][w, j]) for j in range(length)},
-                {offset + j: bool(out["max_context"][w, j]) for j in range(length)},
-                int(out["start_positions"][w]), int(out["end_positions"][w])))
-    return features, _concatenate(parts, max_seq_length, is_training)
+            length = int(out["length"][w])
+            windows.append((begin + int(out["example"][w]), int(out["offset"][w]), word[w, :length],
+                            best[w, :length], int(out["start_positions"][w]), int(out["end_positions"][w])))
+    arrays = _concatenate(parts, max_seq_length, is_training)
+    rows = zip(arrays["input_word_ids"], arrays["input_mask"], arrays["input_type_ids"])
+    features = [SquadFeature(example, ids, mask, type_ids, offset, words, best, start, end)
+                for (example, offset, words, best, start, end), (ids, mask, type_ids) in zip(windows, rows)]
+    return features, arrays
 
 
 # ------------------------------------------------------------------------------------------- post-processing
@@ -280,16 +309,17 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
         candidates, null = [], None  # (window or None for the null answer, start, end, start logit, end logit)
         for index in by_example[example_index]:
             feature = features[index]
-            starts, ends = [float(x) for x in start_logits[index]], [float(x) for x in end_logits[index]]
-            if version_2 and (null is None or starts[0] + ends[0] < null[3] + null[4]):
-                null = (None, 0, 0, starts[0], ends[0])
-            top_ends = _best_indexes(end_logits[index], n_best_size)
-            for s in _best_indexes(start_logits[index], n_best_size):
-                for e in top_ends:
-                    if (s not in feature.token_to_word or e not in feature.token_to_word
-                            or not feature.max_context.get(s, False) or e < s or e - s + 1 > max_answer_length):
-                        continue
-                    candidates.append((index, s, e, starts[s], ends[e]))
+            starts, ends = start_logits[index], end_logits[index]
+            if version_2 and (null is None or float(starts[0]) + float(ends[0]) < null[3] + null[4]):
+                null = (None, 0, 0, float(starts[0]), float(ends[0]))
+            s, e = (np.asarray(_best_indexes(logits, n_best_size)) for logits in (starts, ends))
+            js, je = s - feature.offset, e - feature.offset  # as context pieces of the window
+            start_ok, end_ok = ((j >= 0) & (j < len(feature.words)) for j in (js, je))
+            start_ok[start_ok] = feature.best[js[start_ok]]  # and this window is the start's max-context one
+            keep = (start_ok[:, None] & end_ok[None, :] & (e[None, :] >= s[:, None])
+                    & (e[None, :] - s[:, None] < max_answer_length))
+            for i, j in zip(*np.nonzero(keep)):  # in the original's order: by start, then by end
+                candidates.append((index, int(s[i]), int(e[j]), float(starts[s[i]]), float(ends[e[j]])))
         if null is not None:
             candidates.append(null)
         candidates.sort(key=lambda c: c[3] + c[4], reverse=True)
@@ -300,10 +330,11 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
             text = ""
             if index is not None:
                 feature = features[index]
-                pieces = tokenizer.convert_ids_to_tokens(feature.input_word_ids[s:e + 1])
+                pieces = tokenizer.convert_ids_to_tokens(feature.ids[s:e + 1].tolist())
                 piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
                 piece_text = " ".join(piece_text.strip().split())
-                words = example.doc_tokens[feature.token_to_word[s]:feature.token_to_word[e] + 1]
+                first, last = feature.words[s - feature.offset], feature.words[e - feature.offset]
+                words = example.doc_tokens[first:last + 1]
                 text = final_text(piece_text, " ".join(words), do_lower_case)
                 if text in seen:
                     continue

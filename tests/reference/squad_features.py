@@ -3,13 +3,26 @@ tests/tasks/test_squad.py holds `bert_tf.tasks.span_features.span_features` equa
 
 It follows google-research/bert run_squad.py's `convert_examples_to_features` (whitespace words, per-word
 WordPiece, answer word span -> piece span -> `_improve_answer_span`, doc-stride windows, `_check_is_max_context`),
-written for this project's `SquadExample` / `SquadFeature`; it was the library's own feature path before the
-in-graph one replaced it.
+written for this project's `SquadExample`, with a feature record of its own in the original's form; it was the
+library's own feature path before the in-graph one replaced it.
 """
 
+import dataclasses
+
 from bert_tf.tasks.base import DataError
-from bert_tf.tasks.squad import SquadFeature
 from bert_tf.tokenization import pack_inputs
+
+
+@dataclasses.dataclass
+class SquadFeature:
+    example_index: int
+    input_word_ids: list[int]
+    input_mask: list[int]
+    input_type_ids: list[int]
+    token_to_word: dict  # feature position -> original word index
+    max_context: dict  # feature position -> is this window the token's max-context window
+    start_position: int = 0
+    end_position: int = 0
 
 
 def _improve_span(pieces, start, end, tokenizer, answer_text):

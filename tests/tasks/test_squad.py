@@ -432,6 +432,36 @@ def test_bilstm_head_trains_predicts_and_is_kept_with_the_model(minilm_dir, tmp_
         run_squad(config, vocab, str(plain), dataclasses.replace(options, do_train=False), predict_file=dev)
 
 
+@pytest.mark.parametrize("version_2", [False, True])
+def test_answers_equal_the_original_write_predictions(minilm_dir, version_2):
+    """`postprocess` on the in-graph windows gives what the original's `write_predictions` gives on the original's
+    windows (tests/reference/squad_predictions.py, on tests/reference/squad_features.py): predictions, n-best lists
+    with their probabilities and logits, best non-null answers and null odds, exactly. Random logits, half of them
+    rounded to halves so that scores tie; several windows per long context, an empty context, short and long
+    answers and n-best cuts; for 2.0 thresholds on both sides of the odds."""
+    from bert_tf.tokenization import FullTokenizer
+    from tests.reference.squad_features import convert_examples
+    from tests.reference.squad_predictions import write_predictions
+
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    tokenizer = FullTokenizer(vocab)
+    examples = squad.parse_examples(_gate_data(), False, version_2, "gate")
+    settings = dict(max_seq_length=32, doc_stride=7, max_query_length=6)
+    ours, _ = squad.window_features(examples, vocab, **settings, chunk=4)
+    theirs = convert_examples(examples, tokenizer, **settings)
+    assert len(ours) == len(theirs) > 2 * len(examples)
+    rng = np.random.default_rng(7)
+    for trial, (n_best, longest, threshold) in enumerate([(20, 30, 0.0), (3, 2, -1.0), (5, 4, 1.0), (1, 30, 0.0)]):
+        start, end = (rng.normal(0, 2, (len(ours), 32)).astype(np.float32) for _ in range(2))
+        half = rng.random(start.shape) < 0.5
+        start[half], end[half] = np.round(start[half] * 2) / 2, np.round(end[half] * 2) / 2
+        got = squad.postprocess(examples, ours, start, end, tokenizer, n_best_size=n_best,
+                                max_answer_length=longest, version_2=version_2, null_threshold=threshold)
+        want = write_predictions(examples, theirs, start, end, tokenizer, n_best, longest, version_2, threshold)
+        assert got == want, trial
+        assert n_best == 1 or any(len(texts) > 1 for texts in got[2].values())
+
+
 def test_logits_that_are_not_finite_are_refused(minilm_dir):
     """A diverged model's NaN or infinite logits give no answer: one clear error, not a ranking of NaNs."""
     from bert_tf.tokenization import FullTokenizer
