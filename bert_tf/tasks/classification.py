@@ -140,8 +140,10 @@ class Classification(Family):
         build = lambda: self.build_model(task, config, options.dropout_rate, options.policy)  # noqa: E731
         grid = None
         if options.do_train:
-            train_features = finetuning.as_tensors(features(train))
-            train_labels = finetuning.as_tensors({"logits": label_array(task, train, f"{task.name} train")})
+            pairs = train[0].text_b is not None
+            arrays, labels = features(train), {"logits": label_array(task, train, f"{task.name} train")}
+            del train  # training reads the packed data alone, moved into tensors here
+            train_features, train_labels = finetuning.as_tensors(arrays), finetuning.as_tensors(labels)
             grid = finetuning.grid_search(
                 options, output_dir,
                 lambda cell, directory: finetuning.fit(build, train_features, train_labels, options, cell, strategy,
@@ -149,7 +151,7 @@ class Classification(Family):
                 lambda m: evaluate(m)[0] if options.do_eval else {}, task.main_metric, build)
             results.update(grid.figures())
             model = grid.model
-            finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=train[0].text_b is not None)
+            finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=pairs)
         else:
             model = finetuning.existing_model(output_dir, build, options)
 

@@ -133,6 +133,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     grid = None
     if options.do_train:
         inputs = squad.window_arrays(train_examples, vocab_file, is_training=True, **convert)
+        del train_examples  # training reads the windows' arrays alone
         labels = finetuning.as_tensors({key: inputs.pop(key) for key in ("start_logits", "end_logits")})
         inputs = finetuning.as_tensors(inputs)
         grid = finetuning.grid_search(
