@@ -963,6 +963,24 @@ def test_finetune_memory_benchmark_compares_this_checkout_with_a_revision(tmp_pa
     assert _scratch("bench_finetune_memory_") == scratch
 
 
+def test_tfds_read_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
+    """`bench.tfds_read` against HEAD at a small size: both readers timed on both sides (which must read the same
+    examples: a baseline that reads others stops it), nothing left behind; bad flags are one line."""
+    from bench import common, tfds_read
+
+    rows = _against_head(tfds_read, "bench_tfds_read_", ["--mnli", "40", "--squad", "30", "--rounds", "1"], tmp_path,
+                         monkeypatch)
+    assert [(row["measure"], row["rows"]) for row in rows] == [("mnli_s", "40"), ("squad_s", "30")]
+    assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
+    _refused_in_one_line(tfds_read, ["--baseline", "HEAD", "--squad", "0"], "--squad=0: must be at least 1",
+                         monkeypatch, capsys)
+    real = tfds_read.run_in_checkout
+    monkeypatch.setattr(tfds_read, "run_in_checkout", lambda code, checkout, *a: {
+        **real(code, checkout, *a), **({"squad_digest": "other"} if checkout != common.ROOT else {})})
+    _refused_in_one_line(tfds_read, ["--baseline", "HEAD", "--mnli", "5", "--squad", "5", "--rounds", "1"],
+                         "HEAD and this checkout read other squad examples", monkeypatch, capsys)
+
+
 def test_checkpoint_restore_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
     """`bench.checkpoint_restore` against HEAD at a tiny width: a checkpoint with Adam slots that both checkouts
     load whole (the same count of weights), both measures with figures for both sides, nothing left behind; bad

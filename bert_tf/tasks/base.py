@@ -69,6 +69,18 @@ def open_text(path: str) -> TextLines:
     return TextLines(path)
 
 
+def tfds_rows(dataset, batch_size: int = 4096):
+    """The rows of a TFDS split (a `tf.data.Dataset` of dicts) in order, each a dict as `tfds.as_numpy` gives it
+    but with a variable-length feature as a list: NumPy values read a batch at a time (a ragged batch where
+    lengths vary), since tf.data's iteration from Python costs as much per row as per batch."""
+    import tensorflow as tf
+
+    for batch in dataset.ragged_batch(batch_size):
+        columns = [t.to_list() if isinstance(t, tf.RaggedTensor) else t.numpy() for t in tf.nest.flatten(batch)]
+        for i in range(len(columns[0])):
+            yield tf.nest.pack_sequence_as(batch, [column[i] for column in columns])
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
     """One labelled text (pair): `label` is a label name, a float for regression, or None (unlabelled test data).

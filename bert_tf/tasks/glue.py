@@ -16,7 +16,7 @@ from absl import logging
 
 from bert_tf import fileio, staging
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Example, Task, open_text
+from bert_tf.tasks.base import DataError, Example, Task, open_text, tfds_rows
 
 _METRICS = {"accuracy": metrics_lib.accuracy, "f1": metrics_lib.f1, "mcc": metrics_lib.matthews_corrcoef,
             "pearson": metrics_lib.pearson, "spearman": metrics_lib.spearman}
@@ -107,7 +107,7 @@ class GlueTask(Task):
         key_a, key_b = self.tfds
         label_feature = info.features["label"]
         examples = []
-        for row in tfds.as_numpy(dataset):
+        for row in tfds_rows(dataset):
             raw = row["label"]
             if self.regression:
                 label = float(raw) if split.startswith(("train", "dev")) else None

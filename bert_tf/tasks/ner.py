@@ -15,7 +15,7 @@ import os
 
 from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Task, open_text
+from bert_tf.tasks.base import DataError, Task, open_text, tfds_rows
 
 FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
 
@@ -82,7 +82,7 @@ def tfds_sentences(name: str, split: str, data_dir: str | None = None) -> list[S
                         "it with `tfds build` first, or pass --data_dir with the CoNLL files") from None
     names = builder.info.features["ner"].feature.names
     sentences = []
-    for index, row in enumerate(tfds.as_numpy(dataset)):
+    for index, row in enumerate(tfds_rows(dataset)):
         if len(row["tokens"]) != len(row["ner"]):
             raise DataError(f"--tfds_name={name}: example {index} of {tfds_split} has {len(row['tokens'])} tokens "
                             f"but {len(row['ner'])} tags")

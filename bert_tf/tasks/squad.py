@@ -20,7 +20,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.tasks.base import DataError, open_text
+from bert_tf.tasks.base import DataError, open_text, tfds_rows
 from bert_tf.tokenization import basic_tokenize
 
 
@@ -65,7 +65,7 @@ def tfds_data(name: str, split: str, data_dir: str | None = None) -> list:
         raise DataError(f"--tfds_name={name}: cannot load split {split} ({str(e).splitlines()[0]}); prepare it "
                         "with `tfds build` first, or pass the SQuAD JSON files") from None
     paragraphs = []
-    for row in tfds.as_numpy(dataset):
+    for row in tfds_rows(dataset):
         answers = [{"text": t.decode("utf-8"), "answer_start": int(a)}
                    for t, a in zip(row["answers"]["text"], row["answers"]["answer_start"])]
         paragraphs.append({"context": row["context"].decode("utf-8"), "qas": [{

@@ -169,6 +169,33 @@ def test_run_classifier_cli_from_real_weights_beats_random_weights(minilm_dir, t
     assert {"model.keras", "vocab.txt", "bert_config.json"} <= set(os.listdir(tmp_path / "pre"))
 
 
+@pytest.mark.parametrize("batch_size", [4, 64])
+def test_tfds_rows_are_the_rows_tfds_as_numpy_gives(batch_size):
+    """`tfds_rows`, which the TFDS readers use, gives `tfds.as_numpy`'s rows in its order (values equal, with a
+    variable-length feature as a list): scalars, a fixed-shape feature and nested variable-length ones (SQuAD's
+    answers), lengths from 0 up, a batch in which every row has the same length, a short last batch; and no row
+    from an empty split."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    from bert_tf.tasks.base import tfds_rows
+
+    lengths = [0, 3, 1, 2, 2, 2, 2, 2, 0, 5, 1]
+    rows = [{"id": f"q{i}".encode(), "label": -i, "pair": np.array([i, 2 * i], np.int64),
+             "answers": {"text": [f"a{i}-{j}".encode() for j in range(n)], "answer_start": list(range(i, i + n))}}
+            for i, n in enumerate(lengths)]
+    spec = {"id": tf.TensorSpec([], tf.string), "label": tf.TensorSpec([], tf.int64),
+            "pair": tf.TensorSpec([2], tf.int64), "answers": {"text": tf.TensorSpec([None], tf.string),
+                                                              "answer_start": tf.TensorSpec([None], tf.int32)}}
+    dataset = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=spec)
+    plain = lambda row: tf.nest.map_structure(lambda value: np.asarray(value).tolist(), row)  # noqa: E731
+    got = list(tfds_rows(dataset, batch_size))
+    assert [plain(row) for row in got] == [plain(row) for row in tfds.as_numpy(dataset)]
+    assert [plain(row) for row in got] == [plain(row) for row in rows]
+    assert all(isinstance(row["answers"]["text"], list) for row in got)
+    assert list(tfds_rows(dataset.take(0), batch_size)) == []
+
+
 def test_regression_grid_restarts_and_tfds(minilm_dir, tmp_path):
     """STS-B from TFDS (offline mock data) with a regression head; a grid of two learning rates x two restarts
     keeps the best on dev; evaluation alone reloads the saved model and reproduces the best run's dev figures."""
