@@ -964,14 +964,17 @@ def test_finetune_memory_benchmark_compares_this_checkout_with_a_revision(tmp_pa
 
 
 def test_tfds_read_benchmark_compares_this_checkout_with_a_revision(tmp_path, monkeypatch, capsys):
-    """`bench.tfds_read` against HEAD at a small size: both readers timed on both sides (which must read the same
-    examples: a baseline that reads others stops it), nothing left behind; bad flags are one line."""
+    """`bench.tfds_read` against HEAD at a small size: both readers timed and the SQuAD examples measured on both
+    sides (which must read the same examples: a baseline that reads others stops it), nothing left behind; bad
+    flags are one line."""
     from bench import common, tfds_read
 
     rows = _against_head(tfds_read, "bench_tfds_read_", ["--mnli", "40", "--squad", "30", "--rounds", "1"], tmp_path,
                          monkeypatch)
-    assert [(row["measure"], row["rows"]) for row in rows] == [("mnli_s", "40"), ("squad_s", "30")]
-    assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows)
+    assert [(row["measure"], row["rows"]) for row in rows] == [("mnli_s", "40"), ("squad_s", "30"),
+                                                               ("squad_examples_peak_rss_growth_mb", "30")]
+    assert all(float(row["ours"]) > 0 and float(row["baseline"]) > 0 for row in rows[:2])
+    assert float(rows[2]["ours"]) >= 0 and float(rows[2]["baseline"]) >= 0  # a tiny input's growth can be 0
     _refused_in_one_line(tfds_read, ["--baseline", "HEAD", "--squad", "0"], "--squad=0: must be at least 1",
                          monkeypatch, capsys)
     real = tfds_read.run_in_checkout

@@ -64,34 +64,47 @@ def tfds_data(name: str, split: str, data_dir: str | None = None) -> list:
     except Exception as e:  # tfds raises assorted types for "not prepared"
         raise DataError(f"--tfds_name={name}: cannot load split {split} ({str(e).splitlines()[0]}); prepare it "
                         "with `tfds build` first, or pass the SQuAD JSON files") from None
-    paragraphs = []
+    paragraphs, contexts = [], {}  # one string for each distinct context, however many questions share it
     for row in tfds_rows(dataset):
         answers = [{"text": t.decode("utf-8"), "answer_start": int(a)}
                    for t, a in zip(row["answers"]["text"], row["answers"]["answer_start"])]
-        paragraphs.append({"context": row["context"].decode("utf-8"), "qas": [{
+        if row["context"] not in contexts:
+            contexts[row["context"]] = row["context"].decode("utf-8")
+        paragraphs.append({"context": contexts[row["context"]], "qas": [{
             "id": row["id"].decode("utf-8"), "question": row["question"].decode("utf-8"), "answers": answers,
             "is_impossible": bool(row.get("is_impossible", not answers))}]})
     return [{"title": name, "paragraphs": paragraphs}]
+
+
+def _words(context: str) -> tuple[list[str], list[int]]:
+    """The context's whitespace-separated words, and each character's word (-1 before the first), as the
+    original."""
+    doc_tokens, char_to_word, previous_space = [], [], True
+    for ch in context:
+        if _is_space(ch):
+            previous_space = True
+        else:
+            if previous_space:
+                doc_tokens.append(ch)
+            else:
+                doc_tokens[-1] += ch
+            previous_space = False
+        char_to_word.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word
 
 
 def parse_examples(data: list, is_training: bool, version_2: bool, where: str) -> list[SquadExample]:
     """SQuAD JSON `data` -> examples (see `read_examples`); `where` names the source in messages."""
     path = where
     examples, misaligned = [], []
+    # one split of each distinct paragraph, shared by its questions' examples (TFDS has a paragraph per question)
+    words_of: dict = {}
     for article in data:
         for paragraph in article["paragraphs"]:
             context = paragraph["context"]
-            doc_tokens, char_to_word, previous_space = [], [], True
-            for ch in context:
-                if _is_space(ch):
-                    previous_space = True
-                else:
-                    if previous_space:
-                        doc_tokens.append(ch)
-                    else:
-                        doc_tokens[-1] += ch
-                    previous_space = False
-                char_to_word.append(len(doc_tokens) - 1)
+            if context not in words_of:
+                words_of[context] = _words(context)
+            doc_tokens, char_to_word = words_of[context]
             for qa in paragraph["qas"]:
                 example = SquadExample(qa["id"], qa["question"], doc_tokens, context=context)
                 if is_training:

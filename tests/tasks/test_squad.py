@@ -127,6 +127,23 @@ def test_reading_skips_misaligned_answers_and_names_bad_files(tmp_path, caplog):
         squad.read_examples(unanswerable, True, False)
 
 
+def test_questions_on_one_paragraph_share_its_words_however_the_data_groups_them():
+    """TFDS gives a paragraph per question: questions on the same context, in paragraphs of their own, get the
+    examples that one paragraph holding them all gives, in the data's order, and share one list of its words
+    (one per distinct context, not per question) and one context string."""
+    first, second = "Nikola  Tesla (1856-1943) was\tan inventor.", "Paris is big."
+    qas = [{"id": str(i), "question": "When?", "answers": [{"text": text, "answer_start": context.index(text)}]}
+           for i, (context, text) in enumerate([(first, "1856"), (second, "big"), (first, "inventor")])]
+    contexts = [first, second, first]
+    alone = [{"title": "t", "paragraphs": [{"context": "".join(list(c)), "qas": [qa]} for c, qa in zip(contexts, qas)]}]
+    grouped = [{"title": "t", "paragraphs": [{"context": first, "qas": [qas[0], qas[2]]},
+                                            {"context": second, "qas": [qas[1]]}]}]
+    got = squad.parse_examples(alone, True, False, "alone")
+    want = {e.qas_id: e for e in squad.parse_examples(grouped, True, False, "grouped")}
+    assert [e.qas_id for e in got] == ["0", "1", "2"] and all(e == want[e.qas_id] for e in got)
+    assert got[0].doc_tokens is got[2].doc_tokens and got[0].doc_tokens[got[2].start_word] == "inventor."
+
+
 def test_windows_max_context_and_the_answer_span(minilm_dir, tmp_path):
     from bert_tf.tokenization import FullTokenizer
 
