@@ -325,7 +325,7 @@ def postprocess(examples, features, start_logits, end_logits, tokenizer, *, n_be
             starts, ends = start_logits[index], end_logits[index]
             if version_2 and (null is None or float(starts[0]) + float(ends[0]) < null[3] + null[4]):
                 null = (None, 0, 0, float(starts[0]), float(ends[0]))
-            s, e = (np.asarray(_best_indexes(logits, n_best_size)) for logits in (starts, ends))
+            s, e = (np.asarray(_best_indexes(logits, n_best_size), np.int64) for logits in (starts, ends))
             js, je = s - feature.offset, e - feature.offset  # as context pieces of the window
             start_ok, end_ok = ((j >= 0) & (j < len(feature.words)) for j in (js, je))
             start_ok[start_ok] = feature.best[js[start_ok]]  # and this window is the start's max-context one

@@ -455,7 +455,8 @@ def test_answers_equal_the_original_write_predictions(minilm_dir, version_2):
     windows (tests/reference/squad_predictions.py, on tests/reference/squad_features.py): predictions, n-best lists
     with their probabilities and logits, best non-null answers and null odds, exactly. Random logits, half of them
     rounded to halves so that scores tie; several windows per long context, an empty context, short and long
-    answers and n-best cuts; for 2.0 thresholds on both sides of the odds."""
+    answers (none at a length of 0), n-best cuts from none to more than a window's positions; for 2.0
+    thresholds on both sides of the odds."""
     from bert_tf.tokenization import FullTokenizer
     from tests.reference.squad_features import convert_examples
     from tests.reference.squad_predictions import write_predictions
@@ -468,7 +469,8 @@ def test_answers_equal_the_original_write_predictions(minilm_dir, version_2):
     theirs = convert_examples(examples, tokenizer, **settings)
     assert len(ours) == len(theirs) > 2 * len(examples)
     rng = np.random.default_rng(7)
-    for trial, (n_best, longest, threshold) in enumerate([(20, 30, 0.0), (3, 2, -1.0), (5, 4, 1.0), (1, 30, 0.0)]):
+    for trial, (n_best, longest, threshold) in enumerate([(20, 30, 0.0), (3, 2, -1.0), (5, 4, 1.0), (1, 30, 0.0),
+                                                          (0, 30, 0.0), (64, 0, 0.0)]):
         start, end = (rng.normal(0, 2, (len(ours), 32)).astype(np.float32) for _ in range(2))
         half = rng.random(start.shape) < 0.5
         start[half], end[half] = np.round(start[half] * 2) / 2, np.round(end[half] * 2) / 2
@@ -476,7 +478,7 @@ def test_answers_equal_the_original_write_predictions(minilm_dir, version_2):
                                 max_answer_length=longest, version_2=version_2, null_threshold=threshold)
         want = write_predictions(examples, theirs, start, end, tokenizer, n_best, longest, version_2, threshold)
         assert got == want, trial
-        assert n_best == 1 or any(len(texts) > 1 for texts in got[2].values())
+        assert n_best <= 1 or longest == 0 or any(len(texts) > 1 for texts in got[2].values())
 
 
 def test_logits_that_are_not_finite_are_refused(minilm_dir):
