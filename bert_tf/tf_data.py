@@ -37,9 +37,9 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def over_held_tensors(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`without_autotuning(dataset)` for a dataset that reads tensors held in memory (captured by its functions, or
-    sliced from them), also without tf.data's static rewrites: making an iterator would apply them to a serialized
-    copy of the dataset's graph, those tensors inside it, and the iterator would read, and hold, a copy of them."""
+    """`without_autotuning(dataset)` without tf.data's static rewrites as well, for a dataset that reads tensors
+    held in memory (captured by its functions, or sliced from them), of which they would make a copy (see the
+    module's docstring)."""
     options = tf.data.Options()
     options.experimental_optimization.apply_default_optimizations = False
     return without_autotuning(dataset).with_options(options)
