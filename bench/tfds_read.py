@@ -5,15 +5,15 @@
 The readers behind `--tfds_name` run on TFDS's offline mock (`tfds.testing.mock_data`), served from memory: the
 split is a cached `tf.data.Dataset` with the builder's features, `--mnli` rows shaped like glue/mnli's train split
 (`idx`, `label`, `premise`, `hypothesis`: standard-library docstring sentences) and `--squad` like squad/v1.1's
-(`id`, `title`, `context`, `question`, `answers` of one to three words of the context and their starts; about five questions to a
-context, as in SQuAD, in no particular order, as TFDS stores them), so that what is timed is the reader, not TFDS's
-file decoding. In a fresh process per checkout and round (this checkout and `--baseline`, a temporary `git
-worktree`, alternating): `finetuning.read_split` of MNLI's train split (what `run_classifier --task_name=MNLI
---tfds_name=glue/mnli` reads) and `squad.tfds_data` of squad/v1.1's train split, each timed once after the split
-has been read through once; then the SQuAD training examples made from that data (`squad.parse_examples`, as
-`run_squad --tfds_name=squad/v1.1` makes them), with the process's peak RSS above its RSS before them (MB). Both
-checkouts must read the same examples (a digest of each is compared). Reported: medians, and the baseline's over
-ours (above 1: this checkout is faster or smaller).
+(`id`, `title`, `context`, `question`, `answers` of one to three words of the context and their starts; about five
+questions to a context, as in SQuAD, in no particular order, as TFDS stores them), so that what is timed is the
+reader, not TFDS's file decoding. In a fresh process per checkout and round (this checkout and `--baseline`, a
+temporary `git worktree`, alternating): `finetuning.read_split` of MNLI's train split (what `run_classifier
+--task_name=MNLI --tfds_name=glue/mnli` reads) and `squad.tfds_data` of squad/v1.1's train split, each timed once
+after the split has been read through once; then the SQuAD training examples made from that data
+(`squad.parse_examples`, as `run_squad --tfds_name=squad/v1.1` makes them), with the process's peak RSS above its
+RSS before them (MB). Both checkouts must read the same examples (a digest of each is compared). Reported: medians,
+and the baseline's over ours (above 1: this checkout is faster or smaller).
 """
 
 from bench.common import (MEASURED, alternating_rounds, baseline_checkout, baseline_flags, baseline_row, report,
