@@ -741,13 +741,35 @@ def test_phase_two_starts_from_phase_one_weights_at_another_length(data, tmp_pat
     phase2 = PretrainingOptions(max_seq_length=64, max_predictions_per_seq=10,
                                 init_checkpoint=str(tmp_path / "phase1"), **common)
     results = run_pretraining(config, str(tmp_path / "records64" / "*.tfrecord"), str(tmp_path / "phase2"), phase2)
-    assert results["train"]["step"] == 3  # a fresh step count and optimizer, as the original's phase 2
+    assert results["train"]["step"] == 3
+    # a fresh optimizer, as the original's phase 2 (`init_from_checkpoint` of the trainable variables): its update
+    # count, the schedule's step, starts at 0, not at phase 1's 3, and its moments at zero
+    import tensorflow as tf
+
+    saved = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / "phase2")))
+    assert saved.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == 3
+    fresh = build_pretrainer(config, phase2)
+    fresh.optimizer.build(fresh.trainable_variables)
+    checkpoints.restore_weights(fresh, str(tmp_path / "phase1"))
+    assert int(fresh.optimizer.iterations.numpy()) == 0
+    assert not any(np.any(v.numpy()) for v in fresh.optimizer.variables if v is not fresh.optimizer.iterations)
     # the weights phase 2 started from are phase 1's, whichever format they are read from
     from_object = build_pretrainer(config, phase2)
     checkpoints.restore_weights(from_object, str(tmp_path / "phase1"))
     from_original = build_pretrainer(config, phase2)
     checkpoints.restore_weights(from_original, str(tmp_path / "phase1" / "bert_model" / "bert_model.ckpt"))
     for a, b in zip(from_object.trainable_weights, from_original.trainable_weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # fine-tuning from the pretraining run's directory: its encoder, with the classifier's own fresh optimizer
+    from bert_tf.models import BertClassifier, BertEncoder
+    from bert_tf.optimization import create_optimizer
+
+    classifier = BertClassifier(BertEncoder(config), num_classes=2)
+    classifier.compile(optimizer=create_optimizer(1e-3, 10, 1))
+    classifier.optimizer.build(classifier.trainable_variables)
+    checkpoints.restore_weights(classifier, str(tmp_path / "phase1"))
+    assert int(classifier.optimizer.iterations.numpy()) == 0
+    for a, b in zip(classifier.encoder.weights, from_original.encoder.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(Exception, match="no checkpoint in this directory"):
         checkpoints.restore_weights(from_object, str(tmp_path / "records64"))

@@ -50,6 +50,22 @@ def restore_fitting(restore, path: str, explain):
     raise CheckpointError(message)
 
 
+class _WeightsOf(tf.__internal__.tracking.Trackable):
+    """`model` as a checkpoint sees it, less its optimizer: a compiled Keras model tracks its optimizer, so reading
+    a checkpoint of a training run into it would also restore the run's update count (the learning-rate schedule's
+    step) and Adam moments, where `--init_checkpoint` starts a fresh optimizer as the original does (its
+    `init_from_checkpoint` maps the trainable variables only)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        import keras
+
+        children = self._model._trackable_children(save_type, **kwargs)
+        return {name: child for name, child in children.items() if not isinstance(child, keras.optimizers.Optimizer)}
+
+
 def _depth(reader, names) -> int:
     """The encoder layers of a checkpoint of ours: from the config `bert_tf.training.train` saves with it (its
     weights are then named by the optimizer's list of them, which says nothing of the layers), else one query
@@ -103,11 +119,12 @@ def restore_weights(model, path: str) -> str:
         restore_original(model, resolved, heads_required=False)
     else:
         check_depth(model, _depth(reader, names), f"--init_checkpoint={path}")
-        status = restore_fitting(tf.train.Checkpoint(model=model).read, resolved, lambda mismatch: (
+        status = restore_fitting(tf.train.Checkpoint(model=_WeightsOf(model)).read, resolved, lambda mismatch: (
             f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
         try:
             status.assert_existing_objects_matched()
         except AssertionError:  # another model type: take the encoder
+            status.expect_partial()
             encoder = getattr(model, "encoder", model)
             status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(resolved)
             try:
