@@ -7,9 +7,9 @@ data's metadata.
 original piece at its masked position) and yields the text itself with next-token labels `lm_ids`, `lm_weights`.
 
 Before any step runs, `check_records` compares the flags with the `metadata.json` that `data_gen` writes beside
-the shards (sequence length, predictions per sequence, vocabulary hash) and, for records without metadata (the
-original generator's), with the lengths in the first record, so a mismatch is one clear error instead of a shape
-failure deep inside TensorFlow.
+the shards (sequence length, predictions per sequence, vocabulary hash) and with the lengths in the first record,
+in every directory the records come from (records without metadata are the original generator's), so a mismatch
+is one clear error instead of a shape failure deep inside TensorFlow or a silent mix of record sets.
 
 A truncated or corrupt shard is found when it is read (a scan of every record up front would cost as much as an
 epoch of input): TensorFlow's error then names neither the file nor the record, so `run_pretraining` reads the
@@ -100,41 +100,52 @@ def _first_record_lengths(path: str, compression: str) -> dict[str, int]:
 
 
 def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int,
-                  vocab_file: str | None = None, objective: str = "mlm") -> dict | None:
+                  vocab_file: str | None = None, objective: str = "mlm") -> None:
     """Refuses records that were generated with other lengths (or another vocabulary) than the flags; for the
     `mlm_nsp` objective, records whose B is never a random sentence (nothing for the NSP head to learn); for `ltr`,
     records whose B may be a random sentence (a left-to-right LM would learn to read across that seam).
 
-    Returns the metadata, if any. Checks the first record's lengths too, which also covers records without metadata.
-    """
-    found = read_metadata(files)
+    Each directory of `files` is checked on its own: its metadata (one run's record set), and the first record of
+    its first file, which also covers records without metadata. Files in several directories must agree on
+    compression (the input reads them all one way)."""
     expected = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
-    if found:
-        path, metadata = found
-        flags = metadata.get("flags", {})
-        for key, value in expected.items():
-            if key in flags and flags[key] != value:
-                raise DataError(f"{path}: the records were generated with --{key}={flags[key]}, but training was "
-                                f"given --{key}={value}; pass --{key}={flags[key]} or regenerate the data")
-        if objective == "mlm_nsp" and flags.get("random_next_sentence") is False:
-            raise DataError(f"{path}: the records were generated with --random_next_sentence=false (B always "
-                            "follows A), which leaves next-sentence prediction nothing to learn; pretrain them with "
-                            "--objective=mlm, or regenerate them without that flag")
-        if vocab_file and metadata.get("vocab_sha256"):
-            if file_sha256(vocab_file) != metadata["vocab_sha256"]:
+    vocab_sha256 = file_sha256(vocab_file) if vocab_file else None
+    firsts: dict[str, str] = {}
+    for f in files:
+        firsts.setdefault(os.path.dirname(f), f)
+    compressions = {}
+    for directory, first in firsts.items():
+        found = read_metadata(directory)
+        if found:
+            path, metadata = found
+            flags = metadata.get("flags", {})
+            for key, value in expected.items():
+                if key in flags and flags[key] != value:
+                    raise DataError(f"{path}: the records were generated with --{key}={flags[key]}, but training "
+                                    f"was given --{key}={value}; pass --{key}={flags[key]} or regenerate the data")
+            if objective == "mlm_nsp" and flags.get("random_next_sentence") is False:
+                raise DataError(f"{path}: the records were generated with --random_next_sentence=false (B always "
+                                "follows A), which leaves next-sentence prediction nothing to learn; pretrain them "
+                                "with --objective=mlm, or regenerate them without that flag")
+            if vocab_sha256 and metadata.get("vocab_sha256") and vocab_sha256 != metadata["vocab_sha256"]:
                 raise DataError(f"{path}: the records were made with another vocabulary than --vocab_file="
                                 f"{vocab_file} (sha256 differs); train with the generator's vocabulary "
                                 f"{metadata.get('vocab_file')} or regenerate the data")
-    if objective == "ltr" and (not found or found[1].get("flags", {}).get("random_next_sentence") is not False):
-        where = found[0] if found else f"{files[0]}: records without metadata.json (the original generator's)"
-        raise DataError(f"{where}: the records may pair A with a random B, which a left-to-right LM would learn to "
-                        "read across; regenerate them with create_pretraining_data --random_next_sentence=false")
-    actual = _first_record_lengths(files[0], compression_of(files[0]))
-    for key, value in expected.items():
-        if actual[key] != value:
-            raise DataError(f"{files[0]}: records hold {key}={actual[key]}, but training was given --{key}={value}; "
-                            f"pass --{key}={actual[key]} or regenerate the data")
-    return found[1] if found else None
+        if objective == "ltr" and (not found or found[1].get("flags", {}).get("random_next_sentence") is not False):
+            where = found[0] if found else f"{first}: records without metadata.json (the original generator's)"
+            raise DataError(f"{where}: the records may pair A with a random B, which a left-to-right LM would learn "
+                            "to read across; regenerate them with create_pretraining_data --random_next_sentence=false")
+        compressions[first] = compression_of(first)
+        actual = _first_record_lengths(first, compressions[first])
+        for key, value in expected.items():
+            if actual[key] != value:
+                raise DataError(f"{first}: records hold {key}={actual[key]}, but training was given --{key}={value}; "
+                                f"pass --{key}={actual[key]} or regenerate the data")
+    if len(set(compressions.values())) > 1:
+        gzip = next(f for f, c in compressions.items() if c)
+        plain = next(f for f, c in compressions.items() if not c)
+        raise DataError(f"--input_file mixes gzip-compressed records ({gzip}) with plain ones ({plain}); give "
+                        "records of one kind (compress or decompress one set)")
 
 
 def damaged_files(files: list[str]) -> list[tuple[str, int, str]]:

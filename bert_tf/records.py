@@ -94,10 +94,10 @@ def listed_shards(path: str) -> set[str] | None:
     return names or None
 
 
-def read_metadata(files: list[str]) -> tuple[str, dict] | None:
-    """(path, contents) of the metadata file beside the shards, or None (e.g. the original generator's records)."""
-    for directory in sorted({os.path.dirname(f) for f in files}):
-        path = os.path.join(directory, METADATA_NAME)
-        if tf.io.gfile.exists(path):
-            return path, load_metadata(path)
+def read_metadata(directory: str) -> tuple[str, dict] | None:
+    """(path, contents) of the metadata file in a directory of shards, or None (e.g. the original generator's
+    records)."""
+    path = os.path.join(directory, METADATA_NAME)
+    if tf.io.gfile.exists(path):
+        return path, load_metadata(path)
     return None

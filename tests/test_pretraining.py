@@ -501,7 +501,9 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
 
 
 def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp_path):
-    from bert_tf.pretraining import DataError, PretrainingOptions, run_pretraining
+    import gzip
+
+    from bert_tf.pretraining import DataError, PretrainingOptions, check_records, run_pretraining
 
     config = _config(data)
     records = str(data / "records" / "*.tfrecord")
@@ -521,7 +523,35 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
     with pytest.raises(DataError, match="records hold max_predictions_per_seq=5"):
         run_pretraining(config, str(bare / "*"), str(tmp_path / "c"), PretrainingOptions(
             max_seq_length=SEQ, max_predictions_per_seq=20))
-    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+    # every directory's records are checked, not only the first's: a second set made with another vocabulary, or
+    # without random next sentences, is refused by its own metadata
+    second = tmp_path / "second"
+    shutil.copytree(data / "records", second)
+    metadata = json.loads((second / "metadata.json").read_text())
+    both = f"{records},{second}/*.tfrecord"
+    for change, objective, refusal in ((dict(vocab_sha256="0" * 64), "mlm", "another vocabulary"),
+                                       (dict(flags={**metadata["flags"], "random_next_sentence": False}), "mlm_nsp",
+                                        "--random_next_sentence=false")):
+        (second / "metadata.json").write_text(json.dumps({**metadata, **change}))
+        with pytest.raises(DataError, match=f"^{second / 'metadata.json'}: .*{refusal}"):
+            run_pretraining(config, both, str(tmp_path / "e"), PretrainingOptions(
+                max_seq_length=SEQ, max_predictions_per_seq=PREDS, vocab_file=str(data / "vocab.txt"),
+                objective=objective, num_train_steps=1, num_warmup_steps=0, train_batch_size=8))
+    # and one without metadata by its first record's lengths; gzip-compressed records with plain ones are refused
+    from data_gen.generate import Options, generate, output_paths
+
+    generate(str(data / "corpus.txt"), output_paths(str(tmp_path / "longer") + "/", 1), str(data / "vocab.txt"),
+             Options(max_seq_length=2 * SEQ, max_predictions_per_seq=2 * PREDS, dupe_factor=1), progress=False)
+    with pytest.raises(DataError, match=f"^{bare / 'part.tfrecord'}: records hold max_seq_length={SEQ}, but "):
+        check_records([*map(str, (tmp_path / "longer").glob("*.tfrecord")), str(bare / "part.tfrecord")],
+                      2 * SEQ, 2 * PREDS)
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    (zipped / "part.tfrecord.gz").write_bytes(gzip.compress((bare / "part.tfrecord").read_bytes()))
+    with pytest.raises(DataError, match=f"mixes gzip-compressed records \\({zipped / 'part.tfrecord.gz'}\\) with "
+                                        f"plain ones \\({bare / 'part.tfrecord'}\\)"):
+        check_records([str(bare / "part.tfrecord"), str(zipped / "part.tfrecord.gz")], SEQ, PREDS)
+    assert not any((tmp_path / name).exists() for name in "ace")
     # the CLI turns it into one line
     out = forking.python(_cli(data, tmp_path / "d", "--max_seq_length=64")[1:], env=_env(), timeout=300)
     assert out.returncode == 1

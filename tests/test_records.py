@@ -55,14 +55,14 @@ def test_the_metadata_reader_names_the_file_it_refuses_and_lists_only_plain_shar
         listed_shards(str(path))
     path.write_text("[1, 2]")
     with pytest.raises(DataError, match=f"{path}: not a metadata object"):
-        read_metadata([str(tmp_path / "a.tfrecord")])
+        read_metadata(str(tmp_path))
     path.write_text(json.dumps({"shards": [{"path": "a.tfrecord"}, {"path": "../b.tfrecord"}, {"path": METADATA_NAME},
                                            {"instances": 3}, "c.tfrecord"]}))
     assert listed_shards(str(path)) == {"a.tfrecord"}
     path.write_text(json.dumps({"flags": {"max_seq_length": 8}}))  # not data_gen's: lists no shards
     assert listed_shards(str(path)) is None
-    assert read_metadata([str(tmp_path / "a.tfrecord")]) == (str(path), {"flags": {"max_seq_length": 8}})
-    assert read_metadata([str(tmp_path / "other" / "a.tfrecord")]) is None
+    assert read_metadata(str(tmp_path)) == (str(path), {"flags": {"max_seq_length": 8}})
+    assert read_metadata(str(tmp_path / "other")) is None
 
 
 def test_data_gen_takes_the_schema_from_the_bottom_module_and_not_from_the_training_code():
