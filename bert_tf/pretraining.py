@@ -42,7 +42,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def expand_files(patterns) -> list[str]:
-    """Comma-separated (or listed) files and globs -> the sorted, de-duplicated list of files.
+    """Comma-separated (or listed) files and globs -> the list of files: in the order given, each glob's matches
+    sorted, and a file named twice listed twice, as the original's `extend(tf.gfile.Glob(pattern))` (the order is
+    what `--do_eval` reads; a repeat is read that many times as often).
 
     Where a `metadata.json` lies beside matched files, it lists the one record set that its run wrote there, and
     any other matched file in that directory (a shard left by an earlier run, a stray copy) is refused by name
@@ -57,16 +59,16 @@ def expand_files(patterns) -> list[str]:
         matched = tf.io.gfile.glob(pattern)
         if not matched:
             raise DataError(f"--input_file: {pattern} matches no file")
-        files += [m for m in matched if not (m.endswith((".tmp", METADATA_NAME)) or staging.is_staging_name(m))]
+        files += sorted(m for m in matched
+                        if not (m.endswith((".tmp", METADATA_NAME)) or staging.is_staging_name(m)))
     if not files:
         raise DataError("--input_file names no file; give TFRecord files or globs, comma-separated")
-    files = sorted(set(files))
     _refuse_unlisted(files)
     return files
 
 
 def _refuse_unlisted(files: list[str]) -> None:
-    for directory in sorted({os.path.dirname(f) for f in files}):
+    for directory in dict.fromkeys(os.path.dirname(f) for f in files):
         path = os.path.join(directory, METADATA_NAME)
         listed = listed_shards(path) if fileio.exists(path) else None
         if listed is None:

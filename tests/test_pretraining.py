@@ -581,6 +581,9 @@ def test_files_beside_the_metadata_that_it_does_not_list_are_refused_by_name(dat
     stray.unlink()
     assert [os.path.basename(f) for f in expand_files(str(records / "*"))] == [
         f"pretraining-0000{i}-of-00004.tfrecord" for i in range(4)]
+    # in the order given, a glob's matches sorted, a repeat kept: the original's list of files
+    shard = str(records / "pretraining-0000{}-of-00004.tfrecord").format
+    assert expand_files(f"{shard(3)},{records}/*-0000[01]-*,{shard(3)}") == [shard(3), shard(0), shard(1), shard(3)]
 
 
 def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path):
