@@ -7,8 +7,11 @@ long runs need and `fit` does not give exactly:
 - checkpoints every `save_checkpoints_steps` with `tf.train.CheckpointManager`, holding the model, the optimizer,
   the step and the input iterator, so a run killed at any moment restarts from the last checkpoint and continues
   with the same batches: run to step N, it ends with the weights of an uninterrupted run;
-- a stop at the first step whose loss is not finite: the optimizer skipped that update (`bert_tf.optimization`),
-  so the checkpoint written then is the last good state;
+- steps that count updates: a batch whose update the optimizer skipped because its gradients were not finite
+  (`bert_tf.optimization`; with float16, a loss scale found too high) is replaced by the next batch, so
+  `num_train_steps` updates are made and the schedule's step is the loop's;
+- a stop at the first step whose loss is not finite, or after `MAX_SKIPPED` skipped updates in a row: its update
+  was skipped, so the checkpoint written then is the last good state;
 - SIGTERM (preemption) saves a checkpoint at the end of the current loop and stops;
 - TensorBoard scalars (`<output_dir>/train`): the model's metrics, learning rate, examples/s globally and per
   replica.
@@ -20,6 +23,7 @@ state and step ignored).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -42,6 +46,9 @@ DTYPES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16", "mixed_float
           "fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 OPTIMIZER_KEY = "optimizer_kind"
 CONFIG_KEY = "bert_config"
+# Skipped updates in a row that stop training: far beyond the halvings that take Keras's initial float16 loss scale
+# (2^15) below 1; what persists longer is a model whose gradients overflow in any precision.
+MAX_SKIPPED = 100
 
 
 _SCALAR = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -223,18 +230,27 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
     """The body of `train` after set-up: loops of `steps_per_loop` steps, logging, checkpoints, stops."""
     step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
 
+    updates = model.optimizer.iterations
+
     @tf.function(autograph=False)  # an explicit loop: no dependence on AutoGraph's source transformation
     def run_steps(iterator, count):
-        def body(done, loss):
-            logs = strategy.run(step_fn, args=(next(iterator),))
-            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, logs["loss"], axis=None)
-            step.assign_add(tf.cast(tf.math.is_finite(loss), tf.int64))  # a non-finite step was skipped
-            return done + 1, loss
+        # A step is an update: a batch whose update the optimizer skipped (gradients not finite: a float16 loss
+        # scale too high, or a NaN) does not count, and the next batch is taken in its place.
+        def body(done, skipped, loss):
+            before = tf.convert_to_tensor(updates)
+            with tf.control_dependencies([before]):
+                logs = strategy.run(step_fn, args=(next(iterator),))
+                loss = strategy.reduce(tf.distribute.ReduceOp.SUM, logs["loss"], axis=None)
+            with tf.control_dependencies([loss]):
+                applied = tf.cast(tf.convert_to_tensor(updates) > before, tf.int64)
+            step.assign_add(applied)
+            return done + applied, (skipped + 1) * (1 - applied), loss
 
-        def more(done, loss):
-            return tf.logical_and(done < count, tf.math.is_finite(loss))
+        def more(done, skipped, loss):
+            return tf.logical_and(tf.logical_and(done < count, skipped < MAX_SKIPPED), tf.math.is_finite(loss))
 
-        return tf.while_loop(more, body, (tf.constant(0, tf.int64), tf.constant(0.0)))[1]
+        zero = tf.constant(0, tf.int64)
+        return tf.while_loop(more, body, (zero, zero, tf.constant(0.0)))[1:]
 
     writer = None  # made after the first loop of steps, so a run whose input fails at once leaves no events file
     replicas = strategy.num_replicas_in_sync
@@ -250,7 +266,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             count = min(steps_per_loop, num_train_steps - current,
                         save_checkpoints_steps - current % save_checkpoints_steps)
             started = time.time()
-            loss = run_steps(iterator, tf.constant(count, tf.int64))
+            skipped, loss = run_steps(iterator, tf.constant(count, tf.int64))
             done = int(step.numpy()) - current
             elapsed = time.time() - started
             logs = {name: float(value) for name, value in model.get_metrics_result().items()}
@@ -258,9 +274,11 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             current += done
             if done < count:
                 path = save()
-                raise TrainingError(f"the loss became {float(loss)} at step {current + 1}; training stopped and the "
-                                    f"last good state (step {current}) is saved in {path}. Lower --learning_rate, "
-                                    "lengthen the warmup or use --dtype=float32, then restart to resume")
+                what = (f"the loss became {float(loss)} at step {current + 1}" if not math.isfinite(float(loss)) else
+                        f"the gradients were not finite for {int(skipped)} batches in a row at step {current + 1}")
+                raise TrainingError(f"{what}; training stopped and the last good state (step {current}) is saved in "
+                                    f"{path}. Lower --learning_rate, lengthen the warmup or use --dtype=float32, "
+                                    "then restart to resume")
             examples = done * global_batch_size / max(elapsed, 1e-9)
             scalars = dict(logs, learning_rate=float(current_learning_rate(model.optimizer)),
                            examples_per_second=examples, examples_per_second_per_replica=examples / replicas)

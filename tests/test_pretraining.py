@@ -622,6 +622,42 @@ def test_a_nan_loss_stops_training_and_keeps_the_last_good_state(data, tmp_path)
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def test_a_step_is_an_update_and_skipped_updates_take_another_batch(data, tmp_path):
+    """float16 with a loss scale far too high: the first updates overflow and are skipped (the scale halves each
+    time). Steps count updates, as the original's global step counts its optimizer's: the run makes
+    `num_train_steps` updates and its schedule ends at 0. A scale that cannot come down far enough in
+    `MAX_SKIPPED` tries stops training with one line."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import optimization, training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=4,
+                                 num_warmup_steps=0, learning_rate=1e-3, dtype="fp16")
+    records = str(data / "records" / "*")
+
+    def trained(scale, name):
+        model = build_pretrainer(_config(data), options)
+        inner = optimization.create_optimizer(1e-3, 4)
+        model.compile(optimizer=optimization.LossScaleOptimizer(inner, initial_scale=scale), auto_scale_loss=False)
+        training.train(model, tf.distribute.get_strategy(), lambda context: pretraining_dataset(
+            records, SEQ, PREDS, 8, is_training=True), str(tmp_path / name), num_train_steps=4, global_batch_size=8,
+                       steps_per_loop=4, save_checkpoints_steps=4)
+        return model
+
+    keras.utils.set_random_seed(1)
+    model = trained(2.0 ** 40, "high")
+    assert float(model.optimizer.dynamic_scale.numpy()) < 2.0 ** 30  # at least ten updates were skipped
+    saved = tf.train.load_checkpoint(str(tmp_path / "high" / "ckpt-4"))
+    assert saved.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 4
+    assert int(model.optimizer.iterations.numpy()) == 4
+    assert float(optimization.current_learning_rate(model.optimizer)) == 0.0
+    with pytest.raises(training.TrainingError, match=rf"gradients were not finite for {training.MAX_SKIPPED} "
+                                                     r"batches in a row at step 1; .*last good state \(step 0\)"):
+        trained(2.0 ** 127, "too_high")
+
+
 def _free_ports(n):
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
