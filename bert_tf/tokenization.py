@@ -274,7 +274,7 @@ _SPACE_BUT_SPACE = r"[\t\n\r\x{A0}\x{1680}\x{2000}-\x{200A}\x{202F}\x{205F}\x{30
 _VALID_UTF8 = r"[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 
 
-def _drop_invalid_utf8(text):
+def drop_invalid_utf8(text):
     """Strings -> the same with the bytes of invalid UTF-8 dropped, as the original's `convert_to_unicode` (errors=
     "ignore") does. Nearly all text is valid, and RE2's check costs far less than ICU's repair, so a batch is
     repaired only when some line needs it."""
@@ -388,7 +388,7 @@ class InGraphTokenizer:
         ascii_lines = tf.gather(lines, ascii_index)
         if self.do_lower_case:
             ascii_lines = tf.strings.lower(ascii_lines)
-        other = _drop_invalid_utf8(tf.gather(lines, other_index))
+        other = drop_invalid_utf8(tf.gather(lines, other_index))
         return ascii_index, ascii_lines, other_index, self._normalize(other)
 
     def _normalize_lines(self, lines):
@@ -411,7 +411,7 @@ class InGraphTokenizer:
         (None, None with `with_offsets=False`, which takes a faster path)."""
         if not with_offsets:  # fast path, whole lines at a time
             return self._split_normalized(self._normalize_lines(text)), None, None
-        text = _drop_invalid_utf8(text)
+        text = drop_invalid_utf8(text)
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
         # Whitespace tokens (CJK ideographs are tokens of their own) of the *input*, so offsets point into it.
@@ -450,7 +450,7 @@ class InGraphTokenizer:
         # Where it kept the number of characters instead (accents stripped from precomposed letters: "déjà" ->
         # "deja"), character k of the normalised word is character k of the input word, so a piece's span maps
         # through character counts; the original's answer text (get_final_text) maps pieces back the same way.
-        clean = _drop_invalid_utf8(text)
+        clean = drop_invalid_utf8(text)
         original = tf.strings.substr(tf.gather(clean, row_ids(words)), starts.flat_values,
                                      ends.flat_values - starts.flat_values)
         same_chars = tf.gather(tf.equal(tf.strings.length(original, unit="UTF8_CHAR"),
@@ -554,6 +554,10 @@ def pack_inputs_graph(segments, seq_length, cls_id, sep_id, pad_id=0):
         keep = [tf.minimum(segments[0].row_lengths(), budget)]
     else:
         la, lb = segments[0].row_lengths(), segments[1].row_lengths()
+        # one assertion: rows of A and B are pairs; 1 row against n would otherwise broadcast to n plausible pairs
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                tf.size(la), tf.size(lb), message="the two texts of a pair must come in batches of the same size")]):
+            la = tf.identity(la)
         n = tf.cast(budget, tf.int64)
         # The loop pops the longer side (ties: B), so the sides meet at ceil(n/2) for A and floor(n/2) for B unless
         # one is already shorter than its share and is kept whole. A row whose B is empty packs A alone, with the

@@ -49,6 +49,8 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
         raise ValueError(f"--dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
     if seq_length is not None and seq_length < 1:
         raise ValueError(f"--seq_length={seq_length} must be at least 1 (leave it out for the model's own)")
+    if doc_stride is not None and doc_stride < 1:
+        raise ValueError(f"--doc_stride={doc_stride} must be at least 1 (leave it out for the model's own)")
     if dtype is not None and kind == "preprocessor":
         raise ValueError("--kind=preprocessor has no model; drop --dtype")
     if dtype == INFERENCE_POLICY and kind == "encoder":

@@ -19,6 +19,7 @@ from bert_tf.serving import hold, string_spec
 from bert_tf.tasks import squad, squad_eval, windows
 from bert_tf.tasks.base import DataError, Family
 from bert_tf.tasks.span_features import span_features
+from bert_tf.tokenization import drop_invalid_utf8
 from bert_tf.training import write_results
 
 SPAN_LOSS_WEIGHTS = {"start_logits": 0.5, "end_logits": 0.5}  # run_squad.py: (start_loss + end_loss) / 2
@@ -38,7 +39,8 @@ class SpanQA(Family):
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         return SpanQAModule(model, preprocessor, max_query_length=info.max_query_length,
-                            doc_stride=doc_stride or info.doc_stride, max_answer_length=info.max_answer_length,
+                            doc_stride=info.doc_stride if doc_stride is None else doc_stride,
+                            max_answer_length=info.max_answer_length,
                             version_2=info.version_2_with_negative, null_threshold=info.null_score_diff_threshold)
 
 
@@ -65,6 +67,9 @@ class SquadOptions(finetuning.FinetuneOptions):
     def check(self, replicas: int = 1, output_dir: str | None = None):
         if not (self.do_train or self.do_predict):
             raise ValueError("at least one of --do_train and --do_predict must be set")
+        for flag in ("doc_stride", "max_query_length"):  # 0 would never move a window, or drop every question
+            if getattr(self, flag) < 1:
+                raise ValueError(f"--{flag}={getattr(self, flag)} must be at least 1")
         if self.null_score_diff_threshold is not None and not self.version_2_with_negative:
             raise ValueError(f"--null_score_diff_threshold={self.null_score_diff_threshold} is SQuAD 2.0's; add "
                              "--version_2_with_negative, or leave it out")
@@ -211,6 +216,7 @@ class SpanQAModule(tf.Module):
     def _serve(self, question, context):
         pre = self.preprocessor
         seq = pre.seq_length
+        context = drop_invalid_utf8(context)  # what the tokenizer reads, so that its offsets are into this text
         features = span_features(pre.tokenizer, pre._cls, pre._sep, question, context, seq_length=seq,
                                  max_query_length=self.max_query_length, doc_stride=self.doc_stride)
         doc, starts, ends = features["doc"], features["piece_start"], features["piece_end"]

@@ -19,6 +19,7 @@ from bert_tf.models import INPUT_NAMES
 from bert_tf.serving import hold, string_spec, labels_asset
 from bert_tf.tasks import ner, tag_features, task_info, windows
 from bert_tf.tasks.base import DataError, Family
+from bert_tf.tokenization import drop_invalid_utf8
 from bert_tf.training import write_lines, write_results
 
 
@@ -40,7 +41,7 @@ class Tagging(Family):
 
     def serving_module(self, model, info, preprocessor, *, doc_stride, scratch):
         module = TaggerModule(model, preprocessor=preprocessor, tags=info.labels,
-                              doc_stride=doc_stride or info.doc_stride)
+                              doc_stride=info.doc_stride if doc_stride is None else doc_stride)
         labels_asset(module, info.labels, scratch)
         return module
 
@@ -199,6 +200,7 @@ class TaggerModule(tf.Module):
 
     def _serve(self, text):
         pre = self.preprocessor
+        text = drop_invalid_utf8(text)  # what the tokenizer reads, so that its offsets are into this text
         ids, word_starts, word_ends, _, _ = pre.tokenizer.tokenize_words_with_offsets(text)
         features = tag_features.tag_windows(ids, pre.seq_length, self.doc_stride, pre._cls, pre._sep)
         probabilities = tf.nn.softmax(self.model({k: features[k] for k in INPUT_NAMES})["logits"], axis=-1)

@@ -19,7 +19,8 @@ def plan(lengths, room, stride: int):
     """Windows of every example: (example index, first piece, number of pieces), each int64 [windows].
 
     `lengths` int64 [batch] pieces per example, `room` int64 [batch] (or scalar) pieces per window. An empty
-    example gets one empty window, as in the original."""
+    example gets one empty window, so that it has a prediction: the original run_squad's loop makes none, and its
+    SQuAD 2.0 post-processing then fails on that example (it reads the example's first window)."""
     lengths = tf.cast(lengths, tf.int64)
     room = tf.broadcast_to(tf.cast(room, tf.int64), tf.shape(lengths, out_type=tf.int64))
     step = tf.minimum(room, stride)
@@ -82,5 +83,7 @@ def max_context(example, start, length, width):
 def char_offsets(text, byte_offsets):
     """Byte offsets into `text` [batch] (int64 [batch, n], dense) -> Unicode code-point offsets, same shape."""
     _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")
-    sorted_starts = char_starts.to_tensor(default_value=tf.int64.max)
+    # a column past every text's end: searchsorted refuses a [0, 0] table (an empty batch)
+    sorted_starts = tf.concat([char_starts.to_tensor(default_value=tf.int64.max),
+                               tf.fill([tf.size(text), 1], tf.int64.max)], axis=1)
     return tf.searchsorted(sorted_starts, tf.cast(byte_offsets, tf.int64), side="left", out_type=tf.int64)

@@ -116,7 +116,8 @@ def test_an_export_traces_its_serving_function_once_and_serves_without_run_time_
     graph = modules[0].serve.get_concrete_function().graph.as_graph_def()
     ops = [node.op for node in graph.node] + [node.op for f in graph.library.function for node in f.node_def]
     assert "FastWordpieceTokenizeWithOffsets" in ops and "MatMul" in ops
-    assert ops.count("Assert") == 1 and "If" not in ops  # the one: the embeddings' check of the sequence length
+    # the two: the embeddings' check of the sequence length, and that text_a and text_b come in pairs
+    assert ops.count("Assert") == 2 and "If" not in ops
 
 
 def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path):
@@ -150,6 +151,12 @@ def test_classifier_export_takes_raw_text_and_matches_keras(finetuned, tmp_path)
     assert (copy / "assets" / "vocab.txt").exists() and (copy / "assets" / "labels.txt").read_text().split() == \
         labels
     assert json.loads((copy / "assets.extra" / "ops.json").read_text())["unregistered"] == []
+    # texts that do not pair up are refused, not broadcast (one text_b against every text_a)
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(copy)).signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the two texts of a pair must come in batches of the "):
+        serve(text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B[:1]))
 
 
 def test_preprocessor_export_packs_like_the_library(minilm_dir, tmp_path):

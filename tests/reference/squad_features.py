@@ -79,7 +79,7 @@ def convert_examples(examples, tokenizer, max_seq_length=384, doc_stride=128, ma
             if start + length == len(pieces):
                 break
             start += min(length, doc_stride)
-        if not spans:
+        if not spans:  # an empty context: one empty window, where the original makes none (`windows.plan`)
             spans = [(0, 0)]
         piece_ids = tokenizer.convert_tokens_to_ids(pieces)
         first = len(query) + 2  # the window's first position: after [CLS] question [SEP]

@@ -38,7 +38,7 @@ def _model_dir(tmp_path, model, task, options, vocab, extra):
 
 
 def _windows(n, room, stride):
-    """The original run_squad's window loop."""
+    """The original run_squad's window loop, and one empty window for an empty context (`windows.plan`)."""
     spans, start = [], 0
     while start < n:
         length = min(n - start, room)
@@ -110,8 +110,8 @@ def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
                            {"doc_stride": 12, "max_query_length": 12, "max_answer_length": 30,
                             "version_2_with_negative": version_2, "null_score_diff_threshold": threshold})
     export("span_qa", str(tmp_path / "qa"), model_dir=str(directory))
-    served, _ = _load_elsewhere(tmp_path / "qa", tmp_path, "serving_default",
-                                {"question": questions, "context": contexts})
+    served, copy = _load_elsewhere(tmp_path / "qa", tmp_path, "serving_default",
+                                   {"question": questions, "context": contexts})
     expected = [want[str(i)] if want[str(i)] != "empty" else "" for i in range(len(contexts))]
     assert served["answer"] == expected
     if version_2:
@@ -120,6 +120,18 @@ def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
                                    rtol=1e-4, atol=1e-3)
     for context, answer, start, end in zip(contexts, served["answer"], served["start"], served["end"]):
         assert (context[start:end] == answer) if answer else (start, end) == (-1, -1)
+    # an empty batch is answered with empty outputs, as the classifier's and the tagger's
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(copy)).signatures["serving_default"]
+    empty = tf.constant([], tf.string)
+    answered = serve(question=empty, context=empty)
+    assert answered.keys() == served.keys() and all(value.shape[0] == 0 for value in answered.values())
+    # invalid UTF-8 is dropped before tokenizing, as the original does: the answer and offsets are of the rest
+    i = next(i for i, answer in enumerate(served["answer"]) if answer)
+    dirty = serve(question=tf.constant([questions[i]]), context=tf.constant([b"\xff\xfe" + contexts[i].encode()]))
+    assert (dirty["answer"][0].numpy().decode(), int(dirty["start"][0]), int(dirty["end"][0])) == \
+        (served["answer"][i], served["start"][i], served["end"][i])
 
 
 def _reference_tags(model, tokenizer, words, tags, seq, stride):
@@ -189,6 +201,15 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path, probe):
             assert text[start:end] == word
         assert served["tags"][row][count:] == [""] * (len(served["tags"][row]) - count)
     assert (copy / "assets" / "labels.txt").read_text().split() == tags
+    if not probe:  # invalid UTF-8 is dropped before tokenizing, as the original does: words and offsets of the rest
+        import tensorflow as tf
+
+        dirty = tf.saved_model.load(str(copy)).signatures["serving_default"](
+            text=tf.constant([b"\xff" + texts[1].encode().replace(b" ", b" \xfe\xfe", 1)]))
+        count = served["num_words"][1]
+        assert [w.decode() for w in dirty["words"][0].numpy()[:count]] == served["words"][1][:count]
+        assert dirty["start"][0].numpy()[:count].tolist() == served["start"][1][:count]
+        assert dirty["tags"][0].numpy()[:count].astype(str).tolist() == served["tags"][1][:count]
 
 
 def test_multiple_choice_export_scores_endings(minilm_dir, tmp_path):
