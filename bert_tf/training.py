@@ -46,6 +46,7 @@ DTYPES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16", "mixed_float
           "fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 OPTIMIZER_KEY = "optimizer_kind"
 CONFIG_KEY = "bert_config"
+BATCHES_KEY = "batches_read"
 # Skipped updates in a row that stop training: far beyond the halvings that take Keras's initial float16 loss scale
 # (2^15) below 1; what persists longer is a model whose gradients overflow in any precision.
 MAX_SKIPPED = 100
@@ -115,6 +116,9 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     with strategy.scope():
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # batches read, skipped updates included: where a resumed run's input restarts when it cannot be saved
+        batches = tf.Variable(0, dtype=tf.int64, trainable=False, name=BATCHES_KEY,
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Keras makes some training state at the first step (the optimizer's slots, a tracker per loss of a
         # several-output model), and tf.function, having seen variables made while tracing the loop, would trace
         # it all again: it is made here from the input's shapes, as Keras's own `fit` does under a strategy.
@@ -134,6 +138,8 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     if config is not None and (latest is None or _saved_config(latest) is not None):  # earlier ones have none
         with tf.device("/cpu:0"):
             state[CONFIG_KEY] = tf.Variable(config, trainable=False, name=CONFIG_KEY)
+    if latest is None or _saved_has(latest, BATCHES_KEY):  # earlier ones have none: there, batches = steps
+        state[BATCHES_KEY] = batches
     try:
         checkpoint = tf.train.Checkpoint(data=iterator, **state)
         iterator_saved = True
@@ -148,8 +154,14 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
             "model in a new --output_dir, or resume with the config that wrote them"))
         status.assert_existing_objects_matched()
         logging.info("resuming from %s at step %d", latest, int(step.numpy()))
-        if not iterator_saved and int(step.numpy()):
-            done = int(step.numpy())
+        if BATCHES_KEY not in state:
+            batches.assign(step)
+        if int(model.optimizer.iterations.numpy()) != int(step.numpy()):
+            logging.warning("%s: step %d but %d optimizer updates (written before skipped updates stopped counting "
+                            "as steps): the learning rate will not reach 0 at --num_train_steps", latest,
+                            int(step.numpy()), int(model.optimizer.iterations.numpy()))
+        if not iterator_saved and int(batches.numpy()):
+            done = int(batches.numpy())
             logging.warning("this strategy cannot save the input position; skipping %d batches to restore it", done)
             # each step takes one batch per replica; a pipeline feeds replicas / pipelines of them
             iterator = iter(strategy.distribute_datasets_from_function(lambda context: dataset_fn(context).skip(
@@ -164,7 +176,7 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     manager = tf.train.CheckpointManager(checkpoint, directory, max_checkpoints_to_keep,
                                          checkpoint_name=CHECKPOINT_NAME)
     try:
-        return _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps,
+        return _loop(model, strategy, iterator, step, batches, manager, output_dir, chief, num_train_steps,
                      global_batch_size, steps_per_loop, save_checkpoints_steps, jit_compile, progress)
     finally:
         if not chief:
@@ -186,6 +198,10 @@ def _config_json(model) -> str | None:
     if getattr(model, "objective", "mlm_nsp") != "mlm_nsp":
         values["objective"] = model.objective
     return json.dumps(values, sort_keys=True)
+
+
+def _saved_has(path: str, key: str) -> bool:
+    return fileio.load_checkpoint(path).has_tensor(f"{key}/.ATTRIBUTES/VARIABLE_VALUE")
 
 
 def _saved_config(path: str) -> dict | None:
@@ -225,7 +241,7 @@ def _check_optimizer(path: str, kind: str) -> None:
                             f"--optimizer={saved}, or {fresh}")
 
 
-def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train_steps, global_batch_size,
+def _loop(model, strategy, iterator, step, batches, manager, output_dir, chief, num_train_steps, global_batch_size,
           steps_per_loop, save_checkpoints_steps, jit_compile, progress):
     """The body of `train` after set-up: loops of `steps_per_loop` steps, logging, checkpoints, stops."""
     step_fn = tf.function(model.train_step, jit_compile=True) if jit_compile else model.train_step
@@ -244,6 +260,7 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             with tf.control_dependencies([loss]):
                 applied = tf.cast(tf.convert_to_tensor(updates) > before, tf.int64)
             step.assign_add(applied)
+            batches.assign_add(1)
             return done + applied, (skipped + 1) * (1 - applied), loss
 
         def more(done, skipped, loss):
@@ -266,8 +283,10 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
             count = min(steps_per_loop, num_train_steps - current,
                         save_checkpoints_steps - current % save_checkpoints_steps)
             started = time.time()
+            read = int(batches.numpy())
             skipped, loss = run_steps(iterator, tf.constant(count, tf.int64))
             done = int(step.numpy()) - current
+            extra = int(batches.numpy()) - read - done
             elapsed = time.time() - started
             logs = {name: float(value) for name, value in model.get_metrics_result().items()}
             model.reset_metrics()
@@ -279,6 +298,9 @@ def _loop(model, strategy, iterator, step, manager, output_dir, chief, num_train
                 raise TrainingError(f"{what}; training stopped and the last good state (step {current}) is saved in "
                                     f"{path}. Lower --learning_rate, lengthen the warmup or use --dtype=float32, "
                                     "then restart to resume")
+            if extra:
+                logging.warning("steps %d-%d: %d update(s) skipped (gradients not finite), another batch read for "
+                                "each", current - done + 1, current, extra)
             examples = done * global_batch_size / max(elapsed, 1e-9)
             scalars = dict(logs, learning_rate=float(current_learning_rate(model.optimizer)),
                            examples_per_second=examples, examples_per_second_per_replica=examples / replicas)

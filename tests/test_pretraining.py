@@ -658,6 +658,62 @@ def test_a_step_is_an_update_and_skipped_updates_take_another_batch(data, tmp_pa
         trained(2.0 ** 127, "too_high")
 
 
+def test_a_resume_by_skipping_batches_skips_those_of_skipped_updates_too(data, tmp_path):
+    """Under MirroredStrategy the input position cannot be saved, so a resumed run skips the batches already read.
+    With float16 updates skipped (a loss scale far too high), more batches than steps were read: the checkpoint
+    counts them, and a run stopped at step 3 and resumed to 6 ends with the weights of one run straight to 6. A
+    separate process: the CPU split must be configured before TensorFlow starts."""
+    script = tmp_path / "resume.py"
+    script.write_text(MIRRORED_RESUME_SCRIPT)
+    out = forking.python([str(script), str(data), str(tmp_path)], cwd=ROOT, timeout=300,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["skipped"] > 0 and result["steps"] == result["updates"] == 6
+    assert result["max_weight_diff"] == 0.0
+    assert "update(s) skipped (gradients not finite), another batch read for each" in out.stderr
+
+
+MIRRORED_RESUME_SCRIPT = r'''
+import json, sys
+import numpy as np, tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from bert_tf import BertConfig, optimization, training
+from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+data, out = sys.argv[1:]
+config = BertConfig.from_json_file(f"{data}/bert_config.json")
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+options = PretrainingOptions(max_seq_length=32, max_predictions_per_seq=5, num_train_steps=6, num_warmup_steps=0,
+                             learning_rate=1e-3, dtype="fp16")
+
+def run(name, steps):
+    keras.utils.set_random_seed(1)
+    with strategy.scope():
+        model = build_pretrainer(config, options)
+        inner = optimization.create_optimizer(1e-3, 6)
+        model.compile(optimizer=optimization.LossScaleOptimizer(inner, initial_scale=2.0 ** 24),
+                      auto_scale_loss=False)
+    training.train(model, strategy, lambda context: pretraining_dataset(
+        f"{data}/records/*", 32, 5, context.get_per_replica_batch_size(8), input_context=context, seed=3),
+                   f"{out}/{name}", num_train_steps=steps, global_batch_size=8, steps_per_loop=3,
+                   save_checkpoints_steps=3)
+    return model
+
+straight = run("straight", 6)
+run("split", 3)
+resumed = run("split", 6)
+print(json.dumps({"skipped": int(np.log2(2.0 ** 24 / float(resumed.optimizer.dynamic_scale.numpy()))),
+                  "steps": int(tf.train.load_checkpoint(f"{out}/split/ckpt-6").get_tensor(
+                      "global_step/.ATTRIBUTES/VARIABLE_VALUE")),
+                  "updates": int(resumed.optimizer.iterations.numpy()),
+                  "max_weight_diff": max(float(np.abs(a.numpy() - b.numpy()).max())
+                                         for a, b in zip(straight.trainable_weights, resumed.trainable_weights))}))
+'''
+
+
 def _free_ports(n):
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
