@@ -20,6 +20,7 @@ Output directory of a training run:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -214,20 +215,21 @@ def _tensor(value):
 
 
 def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *, loss_weights=None,
-        sample_weights=None, progress=None):
+        sample_weights=None, progress=None, examples: int | None = None):
     """One cell's training: `build()` a fresh model under the strategy, compile it with the paper's optimizer
     (warmup over `warmup_proportion` of the steps), and train it with `bert_tf.training.train` in `directory`:
     from `options.init_checkpoint`, or resumed from the checkpoint there. Examples are shuffled in full with the
     cell's seed, each epoch in a new order, where the original's `repeat().shuffle(100)` mixes them within a
-    100-example window of the file's order. Returns (model, steps trained).
-    `progress(model, step, scalars)`, if given, is called after every `iterations_per_loop` steps."""
+    100-example window of the file's order. Returns (model, steps trained). The steps are counted from `examples`
+    (default: the rows of `labels`), as the original counts them: run_squad's from its questions, not from their
+    windows. `progress(model, step, scalars)`, if given, is called after every `iterations_per_loop` steps."""
     import keras
 
     from bert_tf import training
     from bert_tf.optimization import create_optimizer
 
     count = len(next(iter(labels.values())))
-    steps = steps_for(count, cell.train_batch_size, cell.num_train_epochs)
+    steps = steps_for(count if examples is None else examples, cell.train_batch_size, cell.num_train_epochs)
     keras.utils.set_random_seed(cell.seed)
     with strategy.scope():
         model = build()
@@ -255,14 +257,15 @@ def fit(build, inputs, labels, options, cell: Cell, strategy, directory: str, *,
     return model, logs["step"]
 
 
-def grid_search(options, output_dir: str, train, score, main_metric: str, build) -> GridResult:
+def grid_search(options, output_dir: str, train, score, main_metric: str, build, data: dict) -> GridResult:
     """Trains every cell of `grid(options)` with `train(cell, directory)` -> (model, steps), scores it with
     `score(model)` (a dict of dev figures, empty without dev data) and keeps the best by `main_metric` (the first
     of equals). Resumes from `output_dir`'s grid.json: finished cells are not trained again, and a grid.json of
-    other settings is refused. Only the best cell keeps its checkpoint; when it finished in an earlier run its model
-    is rebuilt with `build()` and restored from it."""
+    other settings, or of other `data` (`training_data`: the task and its training data), is refused. Only the best
+    cell keeps its checkpoint; when it finished in an earlier run its model is rebuilt with `build()` and restored
+    from it."""
     cells = grid(options)
-    settings = _grid_settings(options)
+    settings = dict(_grid_settings(options), data=data)
     state = _read_state(output_dir, settings)
     rows = {row["cell"]: row for row in state["finished"]}
     best = state.get("best")
@@ -310,12 +313,32 @@ def _read_state(output_dir: str, settings: dict) -> dict:
         raise ValueError(f"{path}: not a grid state written by fine-tuning ({e}); fine-tune into a new "
                          "--output_dir") from None
     current = json.loads(json.dumps(settings))  # tuples as lists, as they were saved
+    data = current.pop("data", None)  # None: the settings alone, checked before any data is read
+    if data is not None and saved.get("data", data) != data:  # grids saved before it was recorded: not checked
+        was = saved["data"]
+        what = (f"task {was.get('task')} there, {data['task']} here" if was.get("task") != data["task"] else
+                "the same task, but other training examples")
+        raise ValueError(f"--output_dir={output_dir} holds a fine-tuning grid trained on other data ({what}): fine-tune"
+                         " into a new --output_dir, or rerun on the data it was trained on to resume it")
+    saved = {key: value for key, value in saved.items() if key != "data"}
     differ = [f"--{_flag(key)}={_shown(saved.get(key))} there, {_shown(current.get(key))} here"
               for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
     if differ:
         raise ValueError(f"--output_dir={output_dir} holds a fine-tuning grid of other settings ({'; '.join(differ)}):"
                          " rerun with the same flags to resume it, or fine-tune into a new --output_dir")
     return state
+
+
+def training_data(task: str, *parts) -> dict:
+    """What a grid trains on, for its grid.json: the task's name and a SHA-256 of the training tensors (`parts`:
+    dicts of them, after packing, so another vocabulary, sequence length or file shows too)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        for key in sorted(part):
+            value = np.asarray(part[key])
+            digest.update(f"{key}:{value.dtype}:{value.shape};".encode())
+            digest.update(np.ascontiguousarray(value).data)
+    return {"task": task, "sha256": digest.hexdigest()}
 
 
 def _flag(key: str) -> str:

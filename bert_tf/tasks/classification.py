@@ -148,7 +148,8 @@ class Classification(Family):
                 options, output_dir,
                 lambda cell, directory: finetuning.fit(build, train_features, train_labels, options, cell, strategy,
                                                        directory, progress=progress),
-                lambda m: evaluate(m)[0] if options.do_eval else {}, task.main_metric, build)
+                lambda m: evaluate(m)[0] if options.do_eval else {}, task.main_metric, build,
+                finetuning.training_data(task.name, train_features, train_labels))
             results.update(grid.figures())
             model = grid.model
             finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=pairs)

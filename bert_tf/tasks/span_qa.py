@@ -138,14 +138,16 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     grid = None
     if options.do_train:
         inputs = squad.window_arrays(train_examples, vocab_file, is_training=True, **convert)
+        questions = len(train_examples)  # the original counts its steps from them, not from their windows
         del train_examples  # training reads the windows' arrays alone
         labels = finetuning.as_tensors({key: inputs.pop(key) for key in ("start_logits", "end_logits")})
         inputs = finetuning.as_tensors(inputs)
         grid = finetuning.grid_search(
             options, output_dir,
             lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
-                                                   loss_weights=SPAN_LOSS_WEIGHTS),
-            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1", build)
+                                                   loss_weights=SPAN_LOSS_WEIGHTS, examples=questions),
+            lambda m: figures(m)[0] if options.do_predict and has_answers else {}, "f1", build,
+            finetuning.training_data(squad_task(version_2).name, inputs, labels))
         results.update(grid.figures())
         model = grid.model
     else:

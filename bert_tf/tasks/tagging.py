@@ -153,7 +153,8 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
             options, output_dir,
             lambda cell, directory: finetuning.fit(build, inputs, labels, options, cell, strategy, directory,
                                                    sample_weights=weights),
-            lambda m: evaluate(m) if options.do_eval else {}, "f1", build)
+            lambda m: evaluate(m) if options.do_eval else {}, "f1", build,
+            finetuning.training_data(tagged.name, inputs, labels, weights))
         results.update(grid.figures())
         model = grid.model
         finetuning.save(grid, tagged, config, vocab_file, output_dir, options,

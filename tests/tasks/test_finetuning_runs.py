@@ -100,7 +100,7 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(family, min
     else:
         module = "bert_tf.cli.run_squad"
         common += [f"--train_file={_year_task(tmp_path / 'train.json', 40, 0)}", "--doc_stride=16",
-                   "--num_train_epochs=1"]
+                   "--num_train_epochs=2"]  # 10 steps: counted from the 40 questions, as the original counts them
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
     result = _run(module, common + [f"--output_dir={whole}"])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -164,6 +164,13 @@ def test_the_grid_keeps_the_best_cell_and_a_rerun_skips_finished_cells(minilm_di
                                                 for a in common] + [f"--output_dir={out}"])
     assert other.returncode == 1 and "Traceback" not in other.stderr
     assert "--learning_rate=0.003,0.0001 there, 0.003 here" in other.stderr.splitlines()[-1]
+    # the same flags on other training data (a corrected train.tsv, another task's files): refused, not reused
+    changed = _pair_task(tmp_path / "mrpc2", 48, 16, 0, seed=1)
+    other = _run("bert_tf.cli.run_classifier", [a if not a.startswith("--data_dir") else f"--data_dir={changed}"
+                                                for a in common] + [f"--output_dir={out}"])
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    assert "a fine-tuning grid trained on other data (the same task, but other training examples)" in \
+        other.stderr.splitlines()[-1]
 
 
 def test_float16_trains_200_steps_with_a_moving_loss_scale(tmp_path):

@@ -291,6 +291,24 @@ def test_run_squad_cli_learns_a_span_task(minilm_dir, tmp_path):
     assert abs(sum(item["probability"] for item in nbest["q0"]) - 1) < 1e-6
 
 
+def test_run_squad_counts_its_steps_from_questions_as_the_original(minilm_dir, tmp_path):
+    """The original's num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs), its examples
+    the questions, here each several windows (short windows, small stride): 12 questions, batch 4, 2 epochs."""
+    from bert_tf import BertConfig
+    from bert_tf.tasks.span_qa import SquadOptions, run_squad
+
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    train = _year_task(tmp_path / "train.json", 12, 0)
+    shape = dict(max_seq_length=32, doc_stride=8, max_query_length=8)
+    windows = squad.window_arrays(squad.read_examples(train, True, False)[0], vocab, is_training=True, **shape)
+    assert len(windows["start_logits"]) > 2 * 12
+    run_squad(config, vocab, str(tmp_path / "out"), SquadOptions(
+        do_train=True, train_batch_sizes=4, learning_rates=(1e-4,), num_train_epochs=2, **shape), train)
+    assert json.loads((tmp_path / "out" / "task.json").read_text())["global_step"] == 6
+
+
 def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
     from bert_tf import BertConfig
     from bert_tf.tasks.span_qa import SquadOptions, run_squad
