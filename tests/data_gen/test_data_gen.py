@@ -854,7 +854,11 @@ import concurrent.futures, json, os, sys
 
 
 def probe():
-    numpy_first = "numpy" in sys.modules  # before this task imports anything: the fork server's preload
+    # before this process's first task imported anything: the fork server's preload (a worker may run both tasks
+    # when the other starts late, and its second would see the first's import)
+    if not hasattr(sys, "probe_numpy_first"):
+        sys.probe_numpy_first = "numpy" in sys.modules
+    numpy_first = sys.probe_numpy_first
     import data_gen.window, numpy
     return (os.getenv("OPENBLAS_NUM_THREADS"), numpy_first, data_gen.window.__file__, numpy.__file__,
             os.getppid())
