@@ -167,16 +167,17 @@ class BertConfig:
 
     # ------------------------------------------------------------------------------------------------- files
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "BertConfig":
-        """Reads an original `bert_config.json` dict or an HF `config.json` dict (recognised by `model_type`).
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>", hf: bool = False) -> "BertConfig":
+        """Reads an original `bert_config.json` dict or an HF `config.json` dict (recognised by `model_type`, or
+        `hf`: read from an HF directory, whose older configs have no `model_type`; its "gelu" is the erf GELU).
 
         Every key must be a field or one of `FOREIGN_KEYS` at an accepted value; anything else is refused, with the
         closest known key suggested, so a misspelt field never falls back to its default unnoticed.
         """
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a JSON object with BERT fields, got {type(data).__name__}")
-        is_hf = "model_type" in data
-        if is_hf and data["model_type"] != "bert":
+        is_hf = hf or "model_type" in data
+        if data.get("model_type", "bert") != "bert":
             raise ConfigError(f"{source}: model_type={data['model_type']!r} is not a BERT config (expected 'bert')")
         fields = {f.name for f in dataclasses.fields(cls)}
         required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -219,8 +220,8 @@ class BertConfig:
                                   f"{json.dumps(accepted)} describes this model")
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        """Reads `bert_config.json` (original release) or `config.json` (HF)."""
+    def from_json_file(cls, path: str | os.PathLike, hf: bool = False) -> "BertConfig":
+        """Reads `bert_config.json` (original release) or `config.json` (HF; `hf` as in `from_dict`)."""
         path = os.fspath(path)
         try:
             if fileio.isdir(path):
@@ -233,7 +234,7 @@ class BertConfig:
             raise ConfigError(f"{path}: is a directory; pass the bert_config.json (or config.json) in it") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: not a JSON file ({e})") from None
-        return cls.from_dict(data, source=path)
+        return cls.from_dict(data, source=path, hf=hf)
 
     @classmethod
     def from_preset_or_file(cls, value: str | os.PathLike) -> "BertConfig":

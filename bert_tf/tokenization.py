@@ -73,17 +73,30 @@ def check_case(vocab_file: str, do_lower_case: bool) -> None:
     5 % of its tokens), lower-casing and stripping accents would leave those tokens unreachable. A vocabulary of
     scripts without case decides neither. The original checks the same from the checkpoint's name
     (`validate_case_matches_checkpoint`); the vocabulary tells it for any model."""
-    tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
-    cased = sum(t != t.lower() for t in tokens)  # "ℝ" is upper case, but lower-casing leaves it as it is
-    lower = sum(t != t.upper() for t in tokens)  # a script without case (CJK, Arabic, ...) has few of these
-    if not do_lower_case and not cased and lower > 0.05 * len(tokens):
+    uncased = vocab_is_uncased(vocab_file)
+    if not do_lower_case and uncased:
         raise VocabError(f"{vocab_file}: an uncased vocabulary (lower-casing changes none of its tokens) with "
                          "do_lower_case off: capitalised words would become [UNK] or pieces the model never saw; "
                          "turn do_lower_case on, or give the cased model's vocab.txt")
-    if do_lower_case and cased > 0.05 * len(tokens):
-        raise VocabError(f"{vocab_file}: a cased vocabulary (lower-casing changes {cased} of its {len(tokens)} "
-                         "tokens) with do_lower_case on: lower-casing would leave them unreachable; turn "
-                         "do_lower_case off")
+    if do_lower_case and uncased is False:
+        tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
+        raise VocabError(f"{vocab_file}: a cased vocabulary (lower-casing changes {sum(t != t.lower() for t in tokens)}"
+                         f" of its {len(tokens)} tokens) with do_lower_case on: lower-casing would leave them "
+                         "unreachable; turn do_lower_case off")
+
+
+def vocab_is_uncased(vocab_file: str) -> bool | None:
+    """True for an uncased model's vocabulary (lower-casing changes none of its tokens while over 5 % have lower-case
+    letters), False for a cased one's (lower-casing changes over 5 %), None where it tells neither (a script
+    without case, CJK, Arabic, ...). Bracketed special tokens are left out."""
+    tokens = [t for t in _read_tokens(vocab_file) if not (t.startswith("[") and t.endswith("]"))]
+    cased = sum(t != t.lower() for t in tokens)  # "ℝ" is upper case, but lower-casing leaves it as it is
+    lower = sum(t != t.upper() for t in tokens)  # a script without case (CJK, Arabic, ...) has few of these
+    if not cased and lower > 0.05 * len(tokens):
+        return True
+    if cased > 0.05 * len(tokens):
+        return False
+    return None
 
 
 def _read_tokens(vocab_file: str) -> list[str]:

@@ -50,9 +50,17 @@ def test_convert_checkpoint_to_hf_layout_loads_in_transformers(minilm_dir, tmp_p
     vocab = os.path.join(minilm_dir, "vocab.txt")
     fmt, out = convert(tmp_path / "tf1" / "bert_model.ckpt", tmp_path / "hf" / "model.safetensors", vocab_file=vocab)
     assert (fmt, out) == ("hf", str(tmp_path / "hf"))
-    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors", "tokenizer_config.json",
+                                                   "vocab.txt"]
     assert (tmp_path / "hf" / "vocab.txt").read_bytes() == open(vocab, "rb").read()
     assert not [f for f in os.listdir(tmp_path) if "tmp" in f]
+    # the casing travels with the vocabulary: without tokenizer_config.json transformers lower-cases any model's text
+    assert transformers.BertTokenizer.from_pretrained(tmp_path / "hf").tokenize("Hello World") == ["hello", "world"]
+    cased = tmp_path / "cased.txt"
+    cased.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "World", "hello", "world"]))
+    checkpoints.save_hf(encoder, str(tmp_path / "hf_cased"), vocab_file=str(cased))
+    assert transformers.BertTokenizer.from_pretrained(tmp_path / "hf_cased").tokenize("Hello World") == [
+        "Hello", "World"]
 
     converted, info = transformers.BertModel.from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_fits, hf_name, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.tokenization import vocab_is_uncased
 
 
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint: {"weight_map": {tensor: shard file}}
@@ -68,9 +70,13 @@ def restore_hf(model, path: str, heads_required: bool = True) -> dict:
     """Loads HF safetensors weights into an existing model; returns {'loaded': n, 'skipped': [names]}. The
     directory's config.json must be a BERT one (RoBERTa's weights carry BERT's names and would load silently) with
     the model's number of attention heads."""
-    source = BertConfig.from_json_file(_hf_files(path)[1])  # ConfigError for another model_type, naming it
+    source = BertConfig.from_json_file(_hf_files(path)[1], hf=True)  # ConfigError for another model_type
     check_fits(model, source, os.fspath(path), activation=False)
     tensors = read_hf(path)
+    layers = len({m.group(1) for m in (re.match(r"encoder\.layer\.(\d+)\.", name) for name in tensors) if m})
+    if layers > source.num_hidden_layers:  # transformers reports the extra layers' weights as unexpected
+        raise CheckpointError(f"{path}: its weights have {layers} encoder layers, its config.json "
+                              f"{source.num_hidden_layers}; set num_hidden_layers to {layers} there")
 
     def lookup(name):
         value = tensors.get(name)
@@ -91,7 +97,7 @@ def load_hf(path: str, model: str = "encoder"):
     The HF config's `hidden_act: "gelu"` is the exact erf GELU, and so is the loaded model.
     """
     _, config_path = _hf_files(path)
-    built = build_model(BertConfig.from_json_file(config_path), model)
+    built = build_model(BertConfig.from_json_file(config_path, hf=True), model)
     restore_hf(built, path)
     return built
 
@@ -126,5 +132,9 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
             f.write(save(tensors, metadata={"format": "pt"}))
         if vocab_file:
             fileio.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
+            # without it, transformers' BertTokenizer lower-cases: a cased model's text would be read uncased
+            lower = vocab_is_uncased(vocab_file)
+            if lower is not None:
+                staging.write_json(os.path.join(tmp, "tokenizer_config.json"), {"do_lower_case": lower})
         model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
     return fileio.absolute(directory)

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, variable_map
+from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, refuse_deeper, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder
 
@@ -138,8 +138,14 @@ def read_model_garden(path: str, bert_config_file: str | None = None) -> tuple[B
                               "transformer/layer_0/...)")
     config_file = bert_config_file or os.path.join(path if fileio.isdir(path) else fileio.dirname(path),
                                                    "bert_config.json")
-    config = (BertConfig.from_json_file(config_file) if fileio.isfile(config_file)
-              else _config_from_shapes(tensors, path))
+    config = shapes = _config_from_shapes(tensors, path)
+    if fileio.isfile(config_file):  # the file, where it agrees with what the shapes tell
+        config = BertConfig.from_json_file(config_file)
+        if config.num_attention_heads != shapes.num_attention_heads:
+            raise CheckpointError(f"{config_file}: num_attention_heads={config.num_attention_heads}, but the weights "
+                                  f"in {path} have {shapes.num_attention_heads} heads per attention layer; set it to "
+                                  f"{shapes.num_attention_heads}")
+        refuse_deeper(shapes.num_hidden_layers, config.num_hidden_layers, path, f"its {config_file}")
     h = config.hidden_size
     for name, value in tensors.items():  # per-head attention tensors -> the original's [H, H] and [H]
         if "/attention/" in name and value.ndim == 3:

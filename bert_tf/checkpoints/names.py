@@ -201,24 +201,31 @@ def check_depth(model, layers: int, path: str) -> None:
     """Refuses a checkpoint of `layers` encoder layers for a model of fewer, unless in `fewer_layers_allowed`: the
     layers past the model's would be left out without a word (a model of more layers is refused by the variables it
     misses)."""
-    config = getattr(model, "encoder", model).bert_config
-    if layers > config.num_hidden_layers and not _FEWER_LAYERS.get():
-        raise CheckpointError(f"{path}: its encoder has {layers} layers, the model's config {config.num_hidden_layers}; "
+    refuse_deeper(layers, getattr(model, "encoder", model).bert_config.num_hidden_layers, path, "the model's config")
+
+
+def refuse_deeper(layers: int, config_layers: int, path: str, config: str) -> None:
+    """`check_depth` for a config that is not yet a model's (`config` names it in the message)."""
+    if layers > config_layers and not _FEWER_LAYERS.get():
+        raise CheckpointError(f"{path}: its encoder has {layers} layers, {config} {config_layers}; "
                               f"set num_hidden_layers to {layers} (the bert_config.json that came with the weights), "
-                              f"or to start from its first {config.num_hidden_layers} on purpose, make that "
+                              f"or to start from its first {config_layers} on purpose, make that "
                               "checkpoint with convert_checkpoint --allow_fewer_layers")
 
 
 def check_fits(model, source: BertConfig, path: str, activation: bool = True) -> None:
     """Refuses what the weights' shapes cannot show: a source with another number of attention heads (its [H, H]
-    projections load into any head count and compute another model), more layers than the model (`check_depth`)
-    and, where `activation`, another activation."""
+    projections load into any head count and compute another model), more layers than the model (`check_depth`),
+    another LayerNorm epsilon and, where `activation`, another activation."""
     check_depth(model, source.num_hidden_layers, path)
     config = getattr(model, "encoder", model).bert_config
     if config.num_attention_heads != source.num_attention_heads:
         raise CheckpointError(f"{path}: its encoder has {source.num_attention_heads} attention heads, the model's "
                               f"config {config.num_attention_heads}; set num_attention_heads to "
                               f"{source.num_attention_heads}")
+    if config.layer_norm_eps != source.layer_norm_eps:
+        raise CheckpointError(f"{path}: its encoder's LayerNorms use layer_norm_eps={source.layer_norm_eps}, the "
+                              f"model's config {config.layer_norm_eps}; set layer_norm_eps to {source.layer_norm_eps}")
     if activation and config.hidden_act != source.hidden_act:
         raise CheckpointError(f"{path}: its encoder computes hidden_act={source.hidden_act!r}, the model's config has "
                               f"{config.hidden_act!r}; set hidden_act to {source.hidden_act}")

@@ -13,8 +13,9 @@ from bert_tf import fileio
 from bert_tf.checkpoints.hf import is_hf_directory, restore_hf
 from bert_tf.checkpoints.kerashub import is_keras_hub, restore_keras_hub
 from bert_tf.checkpoints.model_garden import is_model_garden, restore_model_garden
-from bert_tf.checkpoints.names import CheckpointError, check_depth
+from bert_tf.checkpoints.names import CheckpointError, check_depth, check_fits
 from bert_tf.checkpoints.original import restore_original
+from bert_tf.config import BertConfig
 
 
 _INCOMPATIBLE = re.compile(r"incompatible tensor with shape (\(.*?\)) when attempting to restore variable with "
@@ -66,15 +67,23 @@ class _WeightsOf(tf.__internal__.tracking.Trackable):
         return {name: child for name, child in children.items() if not isinstance(child, keras.optimizers.Optimizer)}
 
 
-def _depth(reader, names) -> int:
-    """The encoder layers of a checkpoint of ours: from the config `bert_tf.training.train` saves with it (its
-    weights are then named by the optimizer's list of them, which says nothing of the layers), else one query
-    projection per block, wherever the model type puts its encoder."""
+def _saved_config(reader, names) -> BertConfig | None:
+    """The BERT config `bert_tf.training.train` saves with a checkpoint (None in one written before it did): what
+    the weights' shapes cannot show (attention heads, activation, LayerNorm epsilon) is checked against it."""
     from bert_tf.training import CONFIG_KEY  # training imports this module
 
     saved = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
-    if saved in names:
-        return json.loads(reader.get_tensor(saved).decode())["num_hidden_layers"]
+    if saved not in names:
+        return None
+    values = json.loads(reader.get_tensor(saved).decode())
+    values.pop("objective", None)
+    return BertConfig.from_dict(values, source=saved)
+
+
+def _depth(names) -> int:
+    """The encoder layers of a checkpoint of ours without a saved config (its weights may be named by the
+    optimizer's list of them, which says nothing of the layers): one query projection per block, wherever the model
+    type puts its encoder."""
     return len({m.group(1) for name in names if (m := re.match(r"(.*)/attention/query/_?kernel/", name))})
 
 
@@ -118,7 +127,11 @@ def restore_weights(model, path: str) -> str:
     if "bert/embeddings/word_embeddings" in names:
         restore_original(model, resolved, heads_required=False)
     else:
-        check_depth(model, _depth(reader, names), f"--init_checkpoint={path}")
+        saved = _saved_config(reader, names)
+        if saved is None:
+            check_depth(model, _depth(names), f"--init_checkpoint={path}")
+        else:
+            check_fits(model, saved, f"--init_checkpoint={path}")
         status = restore_fitting(tf.train.Checkpoint(model=_WeightsOf(model)).read, resolved, lambda mismatch: (
             f"--init_checkpoint={path}: a checkpoint of another model ({mismatch}); give one of this model's size"))
         try:

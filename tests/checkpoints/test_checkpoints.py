@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -343,6 +344,42 @@ def test_weights_of_more_layers_than_the_model_are_refused(tiny_config, tmp_path
         np.testing.assert_array_equal(cut.get_tensor(name), deep.get_tensor(name), err_msg=name)
     with pytest.raises(ValueError, match="--allow_fewer_layers takes the first layers of an original checkpoint"):
         checkpoints.convert(minilm_dir, str(tmp_path / "hf_cut"), allow_fewer_layers=True)
+
+
+def test_what_the_shapes_cannot_show_is_checked_against_the_source_config(tiny_config, tmp_path, minilm_dir):
+    """A training run's checkpoint saves its config: a model of another head count, activation or LayerNorm epsilon
+    is refused, as for the other formats (its [H, H] kernels would load and compute another model). An HF directory
+    whose config.json says fewer layers than its weights hold is refused (transformers reports the rest as
+    unexpected); its config.json is read as HF's even without `model_type` (older transformers), so "gelu" is the erf
+    GELU; and a model of another epsilon than config.json is refused."""
+    import keras
+
+    from bert_tf import BertClassifier, training
+
+    classifier = BertClassifier(BertEncoder(tiny_config), num_classes=2)
+    classifier(make_batch(tiny_config))
+    classifier.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy())
+    state = {"model": classifier, training.CONFIG_KEY: tf.Variable(json.dumps(tiny_config.to_dict()))}
+    trained = tf.train.Checkpoint(**state).write(str(tmp_path / "trained" / "ckpt-1"))
+    for change, message in ((dict(num_attention_heads=2), "its encoder has 4 attention heads, the model's config 2"),
+                            (dict(hidden_act="gelu"), "its encoder computes hidden_act='gelu_tanh'"),
+                            (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-12, the model's config 1e-06")):
+        other = BertClassifier(BertEncoder(dataclasses.replace(tiny_config, **change)), num_classes=2)
+        with pytest.raises(CheckpointError, match=message):
+            checkpoints.restore_weights(other, trained)
+    checkpoints.restore_weights(BertClassifier(BertEncoder(tiny_config), num_classes=2), trained)
+
+    hf = tmp_path / "hf"
+    shutil.copytree(minilm_dir, hf)
+    config = json.loads((hf / "config.json").read_text())
+    (hf / "config.json").write_text(json.dumps(dict(config, num_hidden_layers=2)))
+    with pytest.raises(CheckpointError, match="its weights have 6 encoder layers, its config.json 2"):
+        checkpoints.load_hf(str(hf))
+    (hf / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "model_type"}))
+    assert config["hidden_act"] == "gelu" and checkpoints.load_hf(str(hf)).bert_config.hidden_act == "gelu"
+    minilm = BertConfig.from_json_file(str(hf / "config.json"), hf=True)
+    with pytest.raises(CheckpointError, match="layer_norm_eps=1e-12, the model's config 1e-05"):
+        checkpoints.restore_weights(BertEncoder(dataclasses.replace(minilm, layer_norm_eps=1e-5)), str(hf))
 
 
 def test_bad_paths_are_clear(tiny_config, tmp_path):

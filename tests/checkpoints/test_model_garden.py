@@ -118,6 +118,13 @@ def test_what_does_not_fit_a_model_garden_bert_is_refused(garden, tmp_path):
     loaded = tf.saved_model.load(relu)
     np.testing.assert_allclose(_outputs(encoder, batch)[1], loaded(batch, training=False)["pooled_output"],
                                atol=1e-5)
+    # a bert_config.json beside the weights is held to what their shapes tell: the head count (the per-head kernels
+    # reshape to [H, H] for any count) and the layers (a shallower config would drop the rest)
+    for change, message in ((dict(num_attention_heads=2), r"num_attention_heads=2, but the weights in .* have 4 heads"),
+                            (dict(num_hidden_layers=1), r"its encoder has 2 layers, its .*beside.json 1")):
+        BertConfig(**dict(SIZES, **change), hidden_act="gelu_tanh").to_json_file(str(tmp_path / "beside.json"))
+        with pytest.raises(CheckpointError, match=message):
+            checkpoints.load_model_garden(paths["v2"], str(tmp_path / "beside.json"))
     # an ALBERT encoder from Model Garden: another family
     albert = networks.AlbertEncoder(vocab_size=99, embedding_width=16, hidden_size=32, num_layers=2,
                                     num_attention_heads=4, intermediate_size=64, max_sequence_length=40)
