@@ -3,6 +3,7 @@ initialises a model from a checkpoint of any format."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -75,9 +76,9 @@ def _saved_config(reader, names) -> BertConfig | None:
     saved = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
     if saved not in names:
         return None
-    values = json.loads(reader.get_tensor(saved).decode())
-    values.pop("objective", None)
-    return BertConfig.from_dict(values, source=saved)
+    values = json.loads(reader.get_tensor(saved).decode())  # `BertConfig.to_dict`: this package's names
+    return BertConfig(**{field.name: values[field.name] for field in dataclasses.fields(BertConfig)
+                         if field.name in values})
 
 
 def _depth(names) -> int:

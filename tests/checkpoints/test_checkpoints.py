@@ -356,18 +356,20 @@ def test_what_the_shapes_cannot_show_is_checked_against_the_source_config(tiny_c
 
     from bert_tf import BertClassifier, training
 
-    classifier = BertClassifier(BertEncoder(tiny_config), num_classes=2)
-    classifier(make_batch(tiny_config))
+    erf = dataclasses.replace(tiny_config, hidden_act="gelu")  # as read from an HF config.json: the exact GELU
+    classifier = BertClassifier(BertEncoder(erf), num_classes=2)
+    classifier(make_batch(erf))
     classifier.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy())
-    state = {"model": classifier, training.CONFIG_KEY: tf.Variable(json.dumps(tiny_config.to_dict()))}
+    state = {"model": classifier, training.CONFIG_KEY: tf.Variable(training._config_json(classifier.encoder))}
     trained = tf.train.Checkpoint(**state).write(str(tmp_path / "trained" / "ckpt-1"))
     for change, message in ((dict(num_attention_heads=2), "its encoder has 4 attention heads, the model's config 2"),
-                            (dict(hidden_act="gelu"), "its encoder computes hidden_act='gelu_tanh'"),
+                            (dict(hidden_act="gelu_tanh"), "its encoder computes hidden_act='gelu', the model's config "
+                                                           "has 'gelu_tanh'"),
                             (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-12, the model's config 1e-06")):
-        other = BertClassifier(BertEncoder(dataclasses.replace(tiny_config, **change)), num_classes=2)
+        other = BertClassifier(BertEncoder(dataclasses.replace(erf, **change)), num_classes=2)
         with pytest.raises(CheckpointError, match=message):
             checkpoints.restore_weights(other, trained)
-    checkpoints.restore_weights(BertClassifier(BertEncoder(tiny_config), num_classes=2), trained)
+    checkpoints.restore_weights(BertClassifier(BertEncoder(erf), num_classes=2), trained)
 
     hf = tmp_path / "hf"
     shutil.copytree(minilm_dir, hf)
