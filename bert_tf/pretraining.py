@@ -83,10 +83,17 @@ def _refuse_unlisted(files: list[str]) -> None:
                             "delete them (left by another run?) or narrow --input_file to the listed shards")
 
 
-def compression_of(path: str) -> str:
-    """"GZIP" when the file starts with the gzip magic bytes, else "" (plain TFRecords)."""
+def compression_of(path: str) -> str | None:
+    """"GZIP" when the file starts with the gzip magic bytes, "" for plain TFRecords, None for an empty file (either
+    kind: data_gen's empty shards, gzip or not, have no bytes, and TensorFlow reads no record from them either way)."""
     with tf.io.gfile.GFile(path, "rb") as f:
-        return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+        head = f.read(2)
+    return None if not head else "GZIP" if head == _GZIP_MAGIC else ""
+
+
+def records_compression(files: list[str]) -> str:
+    """The compression of a set of record files (`check_records` refuses a mix): that of the first with bytes."""
+    return next((c for c in map(compression_of, files) if c is not None), "")
 
 
 def _first_record_lengths(path: str, compression: str) -> dict[str, int] | None:
@@ -118,9 +125,9 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
     unique = list(dict.fromkeys(files))
     with concurrent.futures.ThreadPoolExecutor(16) as pool:  # 2 bytes of each: on a remote filesystem, in parallel
         compressions = dict(zip(unique, pool.map(compression_of, unique)))
-    if len(set(compressions.values())) > 1:
+    if len(set(compressions.values()) - {None}) > 1:
         gzip = next(f for f, c in compressions.items() if c)
-        plain = next(f for f, c in compressions.items() if not c)
+        plain = next(f for f, c in compressions.items() if c == "")
         raise DataError(f"--input_file mixes gzip-compressed records ({gzip}) with plain ones ({plain}); give "
                         "records of one kind (compress or decompress one set)")
     by_directory: dict[str, list[str]] = {}
@@ -150,7 +157,7 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             raise DataError(f"{where}: the records may pair A with a random B, which a left-to-right LM would learn "
                             "to read across; regenerate them with create_pretraining_data --random_next_sentence=false")
         for path in listed:
-            actual = _first_record_lengths(path, compressions[path])
+            actual = None if compressions[path] is None else _first_record_lengths(path, compressions[path])
             if actual is not None:
                 break
         else:
@@ -171,7 +178,7 @@ def damaged_files(files: list[str]) -> list[tuple[str, int, str]]:
     damaged = []
     with python_logger_at("ERROR"):  # tf_record_iterator's deprecation notice; it is the reader that counts records
         for path in files:
-            options = tf.io.TFRecordOptions(compression_of(path))
+            options = tf.io.TFRecordOptions(compression_of(path) or "")
             good = size = 0
             try:
                 for record in tf.compat.v1.io.tf_record_iterator(path, options):
@@ -293,7 +300,7 @@ def pretraining_dataset(files, max_seq_length: int, max_predictions_per_seq: int
     where the files hold fewer. Either has tf.data's autotuning off (`bert_tf.tf_data`).
     """
     files = expand_files(files)
-    compression = compression_of(files[0])
+    compression = records_compression(files)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     pipelines, index = (input_context.num_input_pipelines, input_context.input_pipeline_id) if input_context \
         else (1, 0)

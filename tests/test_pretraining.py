@@ -549,9 +549,17 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
     with pytest.raises(DataError, match=f"mixes gzip-compressed records \\({bare / 'part.tfrecord.gz'}\\) with "
                                         f"plain ones \\({bare / 'part.tfrecord'}\\)"):
         check_records([str(bare / "part.tfrecord"), str(bare / "part.tfrecord.gz")], SEQ, PREDS)
-    # an empty shard (data_gen writes some for a small corpus) is passed over for the next one's first record
+    # an empty shard (data_gen writes some for a small corpus, 0 bytes, with --gzip too) is passed over for the next
+    # one's first record, and takes no part in the compression's vote; the input reads the others as they are
+    from bert_tf.pretraining import pretraining_dataset
+
     (bare / "empty.tfrecord").write_bytes(b"")
     check_records([str(bare / "empty.tfrecord"), str(bare / "part.tfrecord")], SEQ, PREDS)
+    zipped = [str(bare / "empty.tfrecord"), str(bare / "part.tfrecord.gz")]
+    check_records(zipped, SEQ, PREDS)
+    read = sum(len(y["next_sentence_labels"]) for _, y in pretraining_dataset(zipped, SEQ, PREDS, 8, is_training=False))
+    assert read == sum(len(y["next_sentence_labels"]) for _, y in pretraining_dataset(
+        [str(bare / "part.tfrecord")], SEQ, PREDS, 8, is_training=False)) > 0
     with pytest.raises(DataError, match=f"^{bare / 'empty.tfrecord'}: contains no records$"):
         check_records([str(bare / "empty.tfrecord")], SEQ, PREDS)
     assert not any((tmp_path / name).exists() for name in "ace")
