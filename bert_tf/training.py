@@ -138,24 +138,28 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     if config is not None and (latest is None or _saved_config(latest) is not None):  # earlier ones have none
         with tf.device("/cpu:0"):
             state[CONFIG_KEY] = tf.Variable(config, trainable=False, name=CONFIG_KEY)
-    if latest is None or _saved_has(latest, BATCHES_KEY):  # earlier ones have none: there, batches = steps
-        state[BATCHES_KEY] = batches
+    legacy = latest is not None and not _saved_has(latest, BATCHES_KEY)  # written before batches were counted
     try:
-        checkpoint = tf.train.Checkpoint(data=iterator, **state)
+        checkpoint = tf.train.Checkpoint(data=iterator, **state, **{BATCHES_KEY: batches})
+        restored = tf.train.Checkpoint(data=iterator, **state) if legacy else checkpoint
         iterator_saved = True
     except ValueError:  # a strategy over devices has iterators that cannot be saved: resume by skipping instead
-        checkpoint = tf.train.Checkpoint(**state)
+        checkpoint = tf.train.Checkpoint(**state, **{BATCHES_KEY: batches})
+        restored = tf.train.Checkpoint(**state) if legacy else checkpoint
         iterator_saved = False
     if latest:
         _check_optimizer(latest, optimizer_kind(model.optimizer))
         _check_config(latest, config, output_dir)
-        status = checkpoints.restore_fitting(checkpoint.restore, latest, lambda mismatch: (
+        status = checkpoints.restore_fitting(restored.restore, latest, lambda mismatch: (
             f"--output_dir={output_dir} holds checkpoints of another model ({latest}: {mismatch}); train this "
             "model in a new --output_dir, or resume with the config that wrote them"))
         status.assert_existing_objects_matched()
         logging.info("resuming from %s at step %d", latest, int(step.numpy()))
-        if BATCHES_KEY not in state:
+        if legacy:  # one batch per step, exact unless updates were skipped; counted from here on
             batches.assign(step)
+            if not iterator_saved:
+                logging.warning("%s was written before checkpoints counted the batches read: the input resumes one "
+                                "batch per step, off by the updates skipped before it (float16), if any", latest)
         if int(model.optimizer.iterations.numpy()) != int(step.numpy()):
             logging.warning("%s: step %d but %d optimizer updates (written before skipped updates stopped counting "
                             "as steps): the learning rate will not reach 0 at --num_train_steps", latest,

@@ -685,6 +685,33 @@ def test_a_resume_by_skipping_batches_skips_those_of_skipped_updates_too(data, t
     assert "update(s) skipped (gradients not finite), another batch read for each" in out.stderr
 
 
+def test_a_checkpoint_written_before_batches_were_counted_resumes_and_counts_them_from_there(data, tmp_path,
+                                                                                             monkeypatch):
+    """A checkpoint without `batches_read` (as the loop wrote them before it counted them; here saved under another
+    name) resumes, its batches taken as its steps, and the checkpoints written after it count them."""
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.pretraining import PretrainingOptions, build_pretrainer, pretraining_dataset
+
+    options = PretrainingOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=4,
+                                 num_warmup_steps=0)
+
+    def train(steps):
+        training.train(build_pretrainer(_config(data), options), tf.distribute.get_strategy(),
+                       lambda context: pretraining_dataset(str(data / "records" / "*"), SEQ, PREDS, 8,
+                                                           is_training=True), str(tmp_path), num_train_steps=steps,
+                       global_batch_size=8, steps_per_loop=2, save_checkpoints_steps=2)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "BATCHES_KEY", "not_counted_then")
+        train(2)
+    assert not training._saved_has(str(tmp_path / "ckpt-2"), training.BATCHES_KEY)
+    train(4)
+    saved = tf.train.load_checkpoint(str(tmp_path / "ckpt-4"))
+    assert saved.get_tensor(f"{training.BATCHES_KEY}/.ATTRIBUTES/VARIABLE_VALUE") == 4
+
+
 MIRRORED_RESUME_SCRIPT = r'''
 import json, sys
 import numpy as np, tensorflow as tf
