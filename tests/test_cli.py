@@ -1,6 +1,7 @@
 """The CLIs as users call them: subprocesses with flags, one-line errors, outputs on disk."""
 
 import dataclasses
+import json
 import os
 import re
 
@@ -61,6 +62,13 @@ def test_convert_checkpoint_to_hf_layout_loads_in_transformers(minilm_dir, tmp_p
     checkpoints.save_hf(encoder, str(tmp_path / "hf_cased"), vocab_file=str(cased))
     assert transformers.BertTokenizer.from_pretrained(tmp_path / "hf_cased").tokenize("Hello World") == [
         "Hello", "World"]
+    # a vocabulary without case tells nothing: the caller's setting, where it has one (accents are stripped or not)
+    caseless = tmp_path / "caseless.txt"
+    caseless.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "東", "京", "سلام"]))
+    for setting, name in ((False, "hf_kept"), (None, "hf_unknown")):
+        checkpoints.save_hf(encoder, str(tmp_path / name), vocab_file=str(caseless), do_lower_case=setting)
+    assert json.loads((tmp_path / "hf_kept" / "tokenizer_config.json").read_text()) == {"do_lower_case": False}
+    assert not (tmp_path / "hf_unknown" / "tokenizer_config.json").exists()
 
     converted, info = transformers.BertModel.from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

@@ -176,7 +176,7 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
         with staging.staged_file(target, suffix=".keras") as tmp:  # Keras saves only to a name ending in .keras
             built.save(tmp)
     elif fmt == "hf":
-        save_hf(built, target, vocab_file)
+        save_hf(built, target, vocab_file, info.do_lower_case if info else None)
     elif fmt == "keras_hub" and model == "classifier":
         save_keras_hub(built, target, vocab_file, info.do_lower_case, info.max_seq_length)
     elif fmt == "keras_hub":

@@ -106,12 +106,14 @@ def load_hf(path: str, model: str = "encoder"):
 _HF_ARCHITECTURES = {BertEncoder: "BertModel", BertPretrainer: "BertForPreTraining"}
 
 
-def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
+def save_hf(model, directory: str, vocab_file: str | None = None, do_lower_case: bool | None = None) -> str:
     """Writes `model` as an HF transformers directory: `model.safetensors`, `config.json` and, when given, a copy of
     `vocab_file` as `vocab.txt`. A `BertEncoder` is written as `BertModel`, a `BertPretrainer` as
     `BertForPreTraining` (encoder names under `bert.`, heads under `cls.`; the MLM decoder is tied to the word
     embeddings, as HF saves it). A new directory is written under a temporary name and renamed into place; into an
     existing one each file is renamed in, `config.json` last, so a crash never leaves a directory that loads.
+    With the vocabulary goes a `tokenizer_config.json` with `do_lower_case` as the vocabulary tells it (cased or
+    uncased), else `do_lower_case` where given (a script without case: accents are still stripped or not).
     """
     from safetensors.numpy import save
 
@@ -134,6 +136,7 @@ def save_hf(model, directory: str, vocab_file: str | None = None) -> str:
             fileio.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
             # without it, transformers' BertTokenizer lower-cases: a cased model's text would be read uncased
             lower = vocab_is_uncased(vocab_file)
+            lower = do_lower_case if lower is None else lower
             if lower is not None:
                 staging.write_json(os.path.join(tmp, "tokenizer_config.json"), {"do_lower_case": lower})
         model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)
