@@ -68,17 +68,18 @@ class _WeightsOf(tf.__internal__.tracking.Trackable):
         return {name: child for name, child in children.items() if not isinstance(child, keras.optimizers.Optimizer)}
 
 
-def _saved_config(reader, names) -> BertConfig | None:
-    """The BERT config `bert_tf.training.train` saves with a checkpoint (None in one written before it did): what
-    the weights' shapes cannot show (attention heads, activation, LayerNorm epsilon) is checked against it."""
+def _saved_config(reader, names, model) -> BertConfig | None:
+    """The BERT config `bert_tf.training.train` saves with a checkpoint (None in one written before it did), a field
+    it lacks taken as `model`'s: what the weights' shapes cannot show (attention heads, activation, LayerNorm
+    epsilon) is checked against it."""
     from bert_tf.training import CONFIG_KEY  # training imports this module
 
     saved = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
     if saved not in names:
         return None
     values = json.loads(reader.get_tensor(saved).decode())  # `BertConfig.to_dict`: this package's names
-    return BertConfig(**{field.name: values[field.name] for field in dataclasses.fields(BertConfig)
-                         if field.name in values})
+    return dataclasses.replace(getattr(model, "encoder", model).bert_config, **{
+        field.name: values[field.name] for field in dataclasses.fields(BertConfig) if field.name in values})
 
 
 def _depth(names) -> int:
@@ -128,7 +129,7 @@ def restore_weights(model, path: str) -> str:
     if "bert/embeddings/word_embeddings" in names:
         restore_original(model, resolved, heads_required=False)
     else:
-        saved = _saved_config(reader, names)
+        saved = _saved_config(reader, names, model)
         if saved is None:
             check_depth(model, _depth(names), f"--init_checkpoint={path}")
         else:
@@ -144,6 +145,7 @@ def restore_weights(model, path: str) -> str:
             try:
                 status.assert_existing_objects_matched()
             except AssertionError as e:
+                status.expect_partial()  # else TensorFlow warns of each value not restored, after the error
                 raise CheckpointError(f"--init_checkpoint={path}: does not fit this model "
                                       f"({str(e).splitlines()[0][:200]})") from None
         status.expect_partial()

@@ -370,6 +370,13 @@ def test_what_the_shapes_cannot_show_is_checked_against_the_source_config(tiny_c
         with pytest.raises(CheckpointError, match=message):
             checkpoints.restore_weights(other, trained)
     checkpoints.restore_weights(BertClassifier(BertEncoder(erf), num_classes=2), trained)
+    # a field the saved config lacks is taken as the model's, not as BertConfig's default
+    saved = dict(erf.to_dict(), layer_norm_eps=1e-6)
+    del saved["hidden_act"]
+    state[training.CONFIG_KEY] = tf.Variable(json.dumps(saved))
+    partial = tf.train.Checkpoint(**state).write(str(tmp_path / "partial" / "ckpt-1"))
+    checkpoints.restore_weights(BertClassifier(BertEncoder(dataclasses.replace(erf, layer_norm_eps=1e-6)),
+                                               num_classes=2), partial)
 
     hf = tmp_path / "hf"
     shutil.copytree(minilm_dir, hf)
