@@ -421,7 +421,9 @@ class InGraphTokenizer:
 
     def split_words(self, text, with_offsets=True):
         """Steps 1-3: normalised words ragged [batch, (words)], and their start and end offsets in input bytes
-        (None, None with `with_offsets=False`, which takes a faster path)."""
+        (None, None with `with_offsets=False`, which takes a faster path). The input's bytes once invalid UTF-8 is
+        dropped (`drop_invalid_utf8`), as it is before splitting: valid input's own; a caller that cuts text at
+        these offsets cuts the dropped text (the raw-text exports do)."""
         if not with_offsets:  # fast path, whole lines at a time
             return self._split_normalized(self._normalize_lines(text)), None, None
         text = drop_invalid_utf8(text)

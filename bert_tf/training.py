@@ -135,7 +135,8 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
     # weight this model has is there), its extra layers dropped; the config is compared before restoring instead.
     latest = tf.train.latest_checkpoint(output_dir)
     config = _config_json(model)
-    if config is not None and (latest is None or _saved_config(latest) is not None):  # earlier ones have none
+    # a checkpoint written before configs were saved has none, and must still restore
+    if config is not None and (latest is None or saved_config(fileio.load_checkpoint(latest)) is not None):
         with tf.device("/cpu:0"):
             state[CONFIG_KEY] = tf.Variable(config, trainable=False, name=CONFIG_KEY)
     legacy = latest is not None and not _saved_has(latest, BATCHES_KEY)  # written before batches were counted
@@ -208,15 +209,16 @@ def _saved_has(path: str, key: str) -> bool:
     return fileio.load_checkpoint(path).has_tensor(f"{key}/.ATTRIBUTES/VARIABLE_VALUE")
 
 
-def _saved_config(path: str) -> dict | None:
-    reader = fileio.load_checkpoint(path)
+def saved_config(reader) -> dict | None:
+    """The config `train` saves with a checkpoint (`BertConfig.to_dict`'s names, and the objective when it is not
+    BERT's), from its reader; None in one written before it did."""
     key = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
     return json.loads(reader.get_tensor(key).decode()) if reader.has_tensor(key) else None
 
 
 def _check_config(path: str, config: str | None, output_dir: str) -> None:
     """Refuses to resume the checkpoint at `path` with a model of another config than the one that wrote it."""
-    saved = _saved_config(path)
+    saved = saved_config(fileio.load_checkpoint(path))
     if saved is None or config is None:
         return
     current = json.loads(config)

@@ -4,7 +4,6 @@ initialises a model from a checkpoint of any format."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 
 import tensorflow as tf
@@ -68,16 +67,15 @@ class _WeightsOf(tf.__internal__.tracking.Trackable):
         return {name: child for name, child in children.items() if not isinstance(child, keras.optimizers.Optimizer)}
 
 
-def _saved_config(reader, names, model) -> BertConfig | None:
+def _saved_config(reader, model) -> BertConfig | None:
     """The BERT config `bert_tf.training.train` saves with a checkpoint (None in one written before it did), a field
     it lacks taken as `model`'s: what the weights' shapes cannot show (attention heads, activation, LayerNorm
     epsilon) is checked against it."""
-    from bert_tf.training import CONFIG_KEY  # training imports this module
+    from bert_tf.training import saved_config  # training imports this module
 
-    saved = f"{CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
-    if saved not in names:
+    values = saved_config(reader)
+    if values is None:
         return None
-    values = json.loads(reader.get_tensor(saved).decode())  # `BertConfig.to_dict`: this package's names
     return dataclasses.replace(getattr(model, "encoder", model).bert_config, **{
         field.name: values[field.name] for field in dataclasses.fields(BertConfig) if field.name in values})
 
@@ -129,7 +127,7 @@ def restore_weights(model, path: str) -> str:
     if "bert/embeddings/word_embeddings" in names:
         restore_original(model, resolved, heads_required=False)
     else:
-        saved = _saved_config(reader, names, model)
+        saved = _saved_config(reader, model)
         if saved is None:
             check_depth(model, _depth(names), f"--init_checkpoint={path}")
         else:
