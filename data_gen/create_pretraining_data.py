@@ -50,7 +50,8 @@ def main(argv):
     from bert_tf.cli import die_of, fail
     from bert_tf.tokenization import VocabError
     from data_gen.documents import CorpusError
-    from data_gen.generate import Options, Terminated, default_num_workers, generate, output_paths
+    from data_gen.generate import Options, default_num_workers, generate, output_paths
+    from data_gen.stops import Terminated
     from data_gen.tfds_corpus import corpus_from_flags
 
     f = flags.FLAGS

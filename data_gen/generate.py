@@ -13,10 +13,8 @@ corpus size. The random-next pool is the window.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import os
-import signal
 import time
 
 import numpy as np
@@ -29,6 +27,7 @@ from data_gen import documents as documents_lib
 from data_gen import workers
 from data_gen.cpus import available_cpus
 from data_gen.documents import CorpusError
+from data_gen.stops import Stops
 from data_gen.masking import MaskingVocab
 from data_gen.window import (Options, append_window, build_window, worker_append_window, worker_init,
                              worker_ready)
@@ -103,34 +102,6 @@ def check_vocab(vocab_file: str, do_lower_case: bool) -> None:
     check_case(vocab_file, do_lower_case)
 
 
-class Terminated(SystemExit):
-    """SIGTERM stopped `generate` after it had cleaned up; exits with the shell's status for SIGTERM."""
-
-    def __init__(self):
-        super().__init__(128 + signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def _sigterm_stops():
-    """For the duration of a run in the main thread, SIGTERM raises `Terminated` where the main process is, so
-    that it cleans up as after Ctrl-C (workers shut down, temporary shards removed) instead of dying on the spot. A
-    second SIGTERM gets the handler that was there before."""
-    def handle(signum, frame):
-        del signum, frame
-        signal.signal(signal.SIGTERM, previous)
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handle)
-    except ValueError:  # not the main thread: signals are not ours to take
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def generate(input_files, output_files: list[str], vocab_file: str, options: Options = Options(), num_workers=1,
              gzip=False, progress=True, global_shuffle=False) -> dict:
     """Runs the whole generation; returns the metadata written beside the shards (`metadata.json`). `input_files`:
@@ -138,8 +109,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
 
     The output is one record set in one directory: on success the shards listed in the metadata replace those of
     the run that wrote the directory before (`writer.ShardWriter.commit`); a run that fails or is stopped leaves
-    the earlier set and its metadata as they were. SIGTERM stops the run like Ctrl-C (`Terminated`), and the
-    workers end with this process however it ends (`window.exit_with_parent`).
+    the earlier set and its metadata as they were. SIGTERM stops the run like Ctrl-C (`stops.Terminated`), held
+    while TensorFlow tokenizes and dropped once the commit has begun (`stops.Stops`), and the workers end with this
+    process however it ends (`window.exit_with_parent`).
 
     With `global_shuffle` the records are then shuffled across all windows and shards (`shuffle`), as the
     original shuffles all of its instances; without, each window's are shuffled among themselves.
@@ -161,8 +133,9 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     started = time.time()
     bar = _progress(progress)
     stream = enumerate(documents_lib.windows(documents_lib.corpus_documents(corpus, parts), options.window_size))
-    runs = _run(stream, vocab_file, options, num_workers, writer.appender)
-    with _sigterm_stops():
+    stops = Stops()
+    runs = _run(stream, vocab_file, options, num_workers, writer.appender, stops)
+    with stops.catching():
         try:
             for index, stats in runs:
                 writer.count(index, stats["instances"])
@@ -177,7 +150,8 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
                 writer.shuffle(options.random_seed)
             metadata = describe_run(corpus.source(parts), output_files, vocab_file, options, gzip, totals,
                                     writer.counts, global_shuffle)
-            writer.commit(metadata)
+            with stops.finishing():
+                writer.commit(metadata)
         except BaseException:
             writer.appender.fail()
             runs.close()  # the workers are shut down: nothing appends after this
@@ -201,12 +175,25 @@ def generate(input_files, output_files: list[str], vocab_file: str, options: Opt
     return metadata
 
 
-def _run(stream, vocab_file, options, num_workers, appender):
+def _tokenized(stream, vocab_file, options, stops):
+    """(window index, `tokenize_window`'s arguments and statistics) for each window of `stream`; reading a window
+    (a TFDS corpus is read by TensorFlow) and tokenizing it hold back a stopping signal (`Stops.held`)."""
+    while True:
+        with stops.held():
+            item = next(stream, None)
+            if item is None:
+                return
+            index, window = item
+            args, text_stats = tokenize_window(window, vocab_file, options)
+        yield index, args, text_stats
+
+
+def _run(stream, vocab_file, options, num_workers, appender, stops):
     """Builds and appends every window (window k after window k-1); yields (window index, statistics) in order, with
     at most 2 windows per worker in flight."""
+    tokenized = _tokenized(stream, vocab_file, options, stops)
     if num_workers == 1:
-        for index, window in stream:
-            args, text_stats = tokenize_window(window, vocab_file, options)
+        for index, args, text_stats in tokenized:
             yield index, dict(append_window(appender, index, *args), **text_stats)
         return
     # Tokenization stays here (TensorFlow is loaded once); workers get token ids and never import TensorFlow, and
@@ -216,8 +203,7 @@ def _run(stream, vocab_file, options, num_workers, appender):
         try:
             workers.start_workers(pool, num_workers, worker_ready)
             pending = []
-            for index, window in stream:
-                args, text_stats = tokenize_window(window, vocab_file, options)
+            for index, args, text_stats in tokenized:
                 pending.append((index, pool.submit(worker_append_window, index, *args), text_stats))
                 if len(pending) >= 2 * num_workers:
                     done_index, future, done_text = pending.pop(0)

@@ -562,6 +562,81 @@ def test_a_rerun_replaces_the_earlier_record_set_only_once_its_own_is_complete(c
     assert len(read_records(out)) == meta["instances"] > 500
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_stop_waits_for_tensorflow_and_one_during_the_commit_lets_it_finish(corpus, vocab_file, tmp_path,
+                                                                             monkeypatch, caplog, sig):
+    """A signal that lands while TensorFlow tokenizes a window is raised once the tokenizer has returned (an
+    exception from inside TensorFlow's wrappers can leave them half done), and the run cleans up; one that lands
+    while the shards are renamed into place waits for the commit, which completes, and is dropped with a warning
+    (stopping there would mix the new shards with the earlier metadata). A second signal is not held."""
+    import data_gen.generate as generate_lib
+    import data_gen.writer as writer_lib
+    from data_gen.stops import Terminated
+
+    stopped = Terminated if sig == signal.SIGTERM else KeyboardInterrupt
+    handler = signal.getsignal(sig)
+    out = tmp_path / "out"
+    run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    tokenize_window = generate_lib.tokenize_window
+    returned = []
+
+    def signalled_inside(window, *args):
+        result = tokenize_window(window, *args)
+        if len(returned) == 2:
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)  # Python runs the handler between bytecodes, here: before the tokenizer returns
+        returned.append(len(window))
+        return result
+
+    monkeypatch.setattr(generate_lib, "tokenize_window", signalled_inside)
+    with pytest.raises(stopped):
+        run_generate(corpus, out, vocab_file, shards=3, dupe_factor=1)
+    assert len(returned) == 3  # the third window's tokenizer returned; the fourth was never read
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert signal.getsignal(sig) is handler  # put back
+    monkeypatch.undo()
+
+    replace = os.replace
+    renamed = []
+
+    def signalled_between_renames(src, dst):
+        replace(src, dst)
+        renamed.append(dst)
+        if len(renamed) == 1:
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)
+
+    monkeypatch.setattr(writer_lib.os, "replace", signalled_between_renames)
+    with caplog.at_level("WARNING"):
+        meta = run_generate(corpus, out, vocab_file, shards=3, dupe_factor=1)
+    assert f"{sig.name} came while the record set was being put in place; the set is complete" in caplog.text
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["metadata.json"] + [f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert json.loads((out / "metadata.json").read_text()) == meta
+    assert len(read_records(out)) == meta["instances"]
+    monkeypatch.undo()
+
+    def signalled_twice(window, *args):
+        os.kill(os.getpid(), sig)  # held
+        time.sleep(0.05)
+        os.kill(os.getpid(), sig)  # the earlier handler's: raised here
+        time.sleep(0.05)
+        raise AssertionError("the second signal was held too")
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate) if sig == signal.SIGTERM else None
+    try:
+        monkeypatch.setattr(generate_lib, "tokenize_window", signalled_twice)
+        with pytest.raises(stopped):
+            run_generate(corpus, out, vocab_file, shards=3, dupe_factor=1)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("content, message", [
     (b"", "matches no file|no instances"),
     (b"\n\n   \n\n", "no instances"),
