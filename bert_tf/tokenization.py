@@ -85,6 +85,15 @@ def check_case(vocab_file: str, do_lower_case: bool) -> None:
                          "unreachable; turn do_lower_case off")
 
 
+def lower_case_for(vocab_file: str, do_lower_case: bool | None) -> bool | None:
+    """The `do_lower_case` a model with this vocabulary reads its text with: `do_lower_case` where given, held to the
+    vocabulary (`check_case`), else as the vocabulary tells it (`vocab_is_uncased`; None where it tells neither)."""
+    if do_lower_case is None:
+        return vocab_is_uncased(vocab_file)
+    check_case(vocab_file, do_lower_case)
+    return do_lower_case
+
+
 def vocab_is_uncased(vocab_file: str) -> bool | None:
     """True for an uncased model's vocabulary (lower-casing changes none of its tokens while over 5 % have lower-case
     letters), False for a cased one's (lower-casing changes over 5 %), None where it tells neither (a script

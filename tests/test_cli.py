@@ -12,6 +12,7 @@ from safetensors.numpy import load_file
 
 from bert_tf import BertEncoder, BertPretrainer, checkpoints
 from bert_tf.checkpoints import convert
+from bert_tf.tokenization import VocabError
 from tests import forking
 from tests.conftest import make_batch
 from tests.checkpoints.test_checkpoints import encode_real_sentences, relative_error, torch_inputs
@@ -62,6 +63,9 @@ def test_convert_checkpoint_to_hf_layout_loads_in_transformers(minilm_dir, tmp_p
     checkpoints.save_hf(encoder, str(tmp_path / "hf_cased"), vocab_file=str(cased))
     assert transformers.BertTokenizer.from_pretrained(tmp_path / "hf_cased").tokenize("Hello World") == [
         "Hello", "World"]
+    with pytest.raises(VocabError, match="a cased vocabulary .* with do_lower_case on"):  # the caller's is held to it
+        checkpoints.save_hf(encoder, str(tmp_path / "hf_wrong"), vocab_file=str(cased), do_lower_case=True)
+    assert not (tmp_path / "hf_wrong").exists()
     # a vocabulary without case tells nothing: the caller's setting, where it has one (accents are stripped or not)
     caseless = tmp_path / "caseless.txt"
     caseless.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "東", "京", "سلام"]))

@@ -13,7 +13,7 @@ from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_fits, hf_name, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
-from bert_tf.tokenization import vocab_is_uncased
+from bert_tf.tokenization import lower_case_for
 
 
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint: {"weight_map": {tensor: shard file}}
@@ -112,8 +112,9 @@ def save_hf(model, directory: str, vocab_file: str | None = None, do_lower_case:
     `BertForPreTraining` (encoder names under `bert.`, heads under `cls.`; the MLM decoder is tied to the word
     embeddings, as HF saves it). A new directory is written under a temporary name and renamed into place; into an
     existing one each file is renamed in, `config.json` last, so a crash never leaves a directory that loads.
-    With the vocabulary goes a `tokenizer_config.json` with `do_lower_case` as the vocabulary tells it (cased or
-    uncased), else `do_lower_case` where given (a script without case: accents are still stripped or not).
+    With the vocabulary goes a `tokenizer_config.json` with `do_lower_case` (`tokenization.lower_case_for`: given,
+    it must agree with a cased or uncased vocabulary; for a script without case it says whether accents are
+    stripped), or as the vocabulary tells it; none where neither tells.
     """
     from safetensors.numpy import save
 
@@ -135,8 +136,7 @@ def save_hf(model, directory: str, vocab_file: str | None = None, do_lower_case:
         if vocab_file:
             fileio.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
             # without it, transformers' BertTokenizer lower-cases: a cased model's text would be read uncased
-            lower = vocab_is_uncased(vocab_file)
-            lower = do_lower_case if lower is None else lower
+            lower = lower_case_for(vocab_file, do_lower_case)
             if lower is not None:
                 staging.write_json(os.path.join(tmp, "tokenizer_config.json"), {"do_lower_case": lower})
         model.bert_config.to_json_file(os.path.join(tmp, "config.json"), hf_architecture=architecture)

@@ -21,6 +21,7 @@ from bert_tf import fileio, staging
 from bert_tf.checkpoints.names import CheckpointError, assign, check_fits, variable_map
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder
+from bert_tf.tokenization import lower_case_for
 
 PRESET_WEIGHTS = "model.weights.h5"
 # keras-hub's variable path -> the original TF1 name (per layer: `{i}` is the layer's index)
@@ -171,11 +172,13 @@ def _backbone_of(encoder: BertEncoder, directory: str):
     return backbone
 
 
-def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lower_case: bool = True,
+def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lower_case: bool | None = None,
                    seq_length: int = 128) -> str:
     """Writes a keras-hub preset directory: a `BertEncoder` as a `BertBackbone` (`BertBackbone.from_preset`), a
     `BertClassifier` as a `BertTextClassifier` with its preprocessor (`BertTextClassifier.from_preset` then classifies
-    raw text; the preprocessor needs `vocab_file`, `do_lower_case` and `seq_length` as the model was trained).
+    raw text; the preprocessor needs `vocab_file`, `do_lower_case` and `seq_length` as the model was trained;
+    `do_lower_case` must agree with a cased or uncased vocabulary, and is taken from it when not given,
+    `tokenization.lower_case_for`).
     Refused for what BertBackbone cannot compute: the erf GELU, causal attention, another LayerNorm epsilon."""
     from bert_tf.models import BertClassifier
 
@@ -185,6 +188,10 @@ def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lowe
         if not vocab_file:
             raise CheckpointError(f"{directory}: a keras-hub BertTextClassifier preset holds its preprocessor, which "
                                   "needs the model's vocab.txt (--vocab_file)")
+        do_lower_case = lower_case_for(vocab_file, do_lower_case)
+        if do_lower_case is None:
+            raise CheckpointError(f"{vocab_file}: the vocabulary does not tell whether the model lower-cases and "
+                                  "strips accents (a script without case); give do_lower_case as it was trained")
         keras_hub = _keras_hub()
         # the original's uncased tokenizer strips accents too; keras-hub's BertTokenizer does only when asked
         tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=do_lower_case,

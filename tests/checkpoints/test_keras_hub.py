@@ -12,6 +12,7 @@ import pytest
 
 from bert_tf import BertClassifier, BertConfig, BertEncoder, checkpoints
 from bert_tf.checkpoints import CheckpointError
+from bert_tf.tokenization import VocabError
 
 import keras_hub  # noqa: E402  (a test requirement; missing it must fail, not skip)
 
@@ -172,6 +173,14 @@ def test_a_fine_tuned_classifier_becomes_a_keras_hub_text_classifier(minilm_dir,
     # the encoder of the same directory as a BertBackbone; refusals name what to do instead
     checkpoints.convert(model_dir, str(tmp_path / "backbone"), output_format_name="keras_hub")
     keras_hub.models.BertBackbone.from_preset(str(tmp_path / "backbone"))
+    # the preprocessor's casing is held to the vocabulary, or taken from it
+    with pytest.raises(VocabError, match="an uncased vocabulary .* with do_lower_case off"):
+        checkpoints.save_keras_hub(trained, str(tmp_path / "cased_kh"), os.path.join(model_dir, "vocab.txt"), False)
+    caseless = tmp_path / "caseless.txt"
+    caseless.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "東", "京", "سلام"]))
+    with pytest.raises(CheckpointError, match="does not tell whether the model lower-cases"):
+        checkpoints.save_keras_hub(trained, str(tmp_path / "caseless_kh"), str(caseless))
+    assert not (tmp_path / "cased_kh").exists() and not (tmp_path / "caseless_kh").exists()
     with pytest.raises(CheckpointError, match="--model=classifier: a fine-tuned classifier is written as a keras-hub"):
         checkpoints.convert(model_dir, str(tmp_path / "c.ckpt"), model="classifier")
     with pytest.raises(CheckpointError, match="--model=classifier: --input=.* is not a fine-tuning output directory"):
