@@ -97,7 +97,10 @@ def _summary(exact, f1, ids):
 
 def best_threshold(dataset: list, predictions: dict, na_probs: dict, metric: str = "f1") -> tuple[float, float]:
     """(best score, threshold): the no-answer threshold maximising `metric` on this data, as the official v2.0
-    script's `find_best_thresh` sweeps it (answers ordered by no-answer score, each one switched to "no answer")."""
+    script's `find_best_thresh` sweeps it (answers ordered by no-answer score, each one switched to "no answer").
+    Where answering no question scores best, the threshold is one below every no-answer score (the lowest - 1),
+    which gives that score when applied ("no answer" where the score is above it); the official script reports its
+    starting 0.0 there, which would answer the questions whose scores are not above 0."""
     scores, has_answer = {}, {}
     score_fn = f1_score if metric == "f1" else exact_match
     for article in dataset:
@@ -108,7 +111,7 @@ def best_threshold(dataset: list, predictions: dict, na_probs: dict, metric: str
                 prediction = predictions.get(qa["id"], "")
                 scores[qa["id"]] = max(score_fn(prediction, g) for g in golds)
     current = best = float(sum(not has for has in has_answer.values()))  # everything "no answer"
-    best_at = 0.0
+    best_at = None
     for qid in sorted(na_probs, key=na_probs.get):
         if qid not in scores:
             continue
@@ -119,4 +122,6 @@ def best_threshold(dataset: list, predictions: dict, na_probs: dict, metric: str
         current += delta
         if current > best:
             best, best_at = current, na_probs[qid]
+    if best_at is None:
+        best_at = min((na_probs[qid] for qid in scores if qid in na_probs), default=1.0) - 1.0
     return 100.0 * best / len(scores), best_at

@@ -34,6 +34,15 @@ def test_official_metrics_on_hand_made_cases():
     best, threshold = squad_eval.best_threshold(data, {"a": "Broncos", "b": "in 1990", "c": "x"},
                                                 {"a": -3.0, "b": 2.0, "c": 5.0})
     assert (best, threshold) == (pytest.approx(100 * (1 + 2 / 3 + 1) / 3), 2.0)
+    # where answering nothing is best, a threshold that gives that score when applied (the official's 0.0 does not)
+    data = [{"paragraphs": [{"context": "x y", "qas": [
+        {"id": "q1", "answers": [], "is_impossible": True}, {"id": "q2", "answers": [], "is_impossible": True},
+        {"id": "q3", "answers": [{"text": "y"}]}]}]}]
+    best_non_null, null_odds = {"q1": "x", "q2": "x", "q3": "x"}, {"q1": -1.0, "q2": 2.0, "q3": 3.0}
+    best, threshold = squad_eval.best_threshold(data, best_non_null, null_odds)
+    assert (best, threshold) == (pytest.approx(100 * 2 / 3), -2.0)
+    applied = {q: "" if null_odds[q] > threshold else best_non_null[q] for q in best_non_null}
+    assert squad_eval.evaluate(data, applied)["f1"] == pytest.approx(best)
 
 
 # Answers and predictions for the comparison with the official scripts: words, articles in both cases, text that
@@ -81,7 +90,9 @@ def test_scores_equal_the_official_scripts_of_each_version(seed):
     for metric in ("f1", "exact"):
         best, at = squad_eval.best_threshold(data, predictions, na_probs, metric)
         official_best, official_at = squad_official.v2_0_best_threshold(data, predictions, na_probs, metric)
-        assert (best, at) == (pytest.approx(official_best, rel=1e-12), official_at)
+        answering_nothing = 100.0 * sum(not qa["answers"] for qa in data[0]["paragraphs"][0]["qas"]) / len(ids)
+        expected_at = official_at if official_best > answering_nothing else min(na_probs.values()) - 1.0
+        assert (best, at) == (pytest.approx(official_best, rel=1e-12), expected_at)
 
 
 def test_data_with_an_unanswerable_question_is_scored_by_v2_rules():
