@@ -67,7 +67,31 @@ def learn_vocab(word_counts, vocab_size: int, num_unused: int = 99, min_count: i
     tokens = wordpiece_learner.learn(word_counts.items(), vocab_size, reserved, lower_thresh=min_count)
     # The learner puts reserved tokens first; keep our order for them and drop any duplicate it added.
     learned = [t for t in tokens if t not in set(reserved)]
-    return reserved + learned[: vocab_size - len(reserved)]
+    return reserved + _within(learned, vocab_size - len(reserved), vocab_size)
+
+
+def _within(learned: list[str], room: int, vocab_size: int) -> list[str]:
+    """The learner's pieces cut to `room`, where its search for a count threshold ended above the size: the
+    least frequent pieces of two or more characters go, never a character alone or as a word's continuation
+    ("x", "##x"), without which every word holding it would become [UNK] (the learner lists those last, at count
+    1). Too little room for the characters is refused."""
+    if len(learned) <= room:
+        return learned
+    chars = {t for t in learned if len(t) == 1}
+    needed = chars | {"##" + c for c in chars}
+    if len(needed) > room:
+        raise ValueError(f"--vocab_size={vocab_size}: the corpus's {len(chars)} characters need {len(needed)} "
+                         f"pieces (each alone and as a word's continuation) beside the {vocab_size - room} reserved "
+                         f"tokens; give at least {vocab_size - room + len(needed)}, or fewer --num_unused")
+    spare = room - len(needed)
+    kept = []
+    for token in learned:  # most frequent first after the characters, as the learner orders them
+        if token in needed:
+            kept.append(token)
+        elif spare:
+            kept.append(token)
+            spare -= 1
+    return kept
 
 
 def write_vocab(tokens: list[str], path: str) -> None:
