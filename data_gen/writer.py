@@ -4,6 +4,7 @@ the metadata's name and contents, one definition for the writer and the reader).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 
@@ -13,6 +14,8 @@ from bert_tf import fileio, staging
 from bert_tf.records import METADATA_NAME, listed_shards
 from data_gen.appender import WindowAppender
 from data_gen.shuffle import shuffle_files
+
+_GENERATED = re.compile(r"pretraining-\d{5}-of-\d{5}\.tfrecord")  # `generate.output_paths`' names of a directory
 
 
 class ShardWriter:
@@ -45,6 +48,7 @@ class ShardWriter:
             raise ValueError(f"--output_file: each shard needs its own name, other than {METADATA_NAME}")
         self.directory = directories[0]
         self.metadata_path = os.path.join(self.directory, METADATA_NAME)
+        self._check_replaces_only_its_own_set()
         fileio.makedirs(self.directory)
         self._local = tempfile.mkdtemp(prefix="bert_tf_shards-") if fileio.is_url(self.directory) else None
         self._tmp = [os.path.join(self._local, os.path.basename(path)) if self._local else staging.staging_name(path)
@@ -100,6 +104,19 @@ class ShardWriter:
         for tmp in self._tmp:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+    def _check_replaces_only_its_own_set(self) -> None:
+        """A ValueError, before any work, where the commit would remove shards of the directory's earlier set that
+        this run does not write, unless both are sets of `--num_output_shards` shards (`pretraining-*-of-*`, a set
+        made again with another count): a run writing eval.tfrecord beside an earlier run's train.tfrecord, as
+        the original's users do, would otherwise delete it."""
+        names = {os.path.basename(p) for p in self.paths}
+        removed = sorted(self._earlier_shards() - names)
+        if removed and not all(_GENERATED.fullmatch(name) for name in removed + sorted(names)):
+            shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+            raise ValueError(f"--output_file: {self.directory} holds another record set ({shown}, listed in its "
+                             f"{METADATA_NAME}), which this run would replace: a directory holds one set, which "
+                             "training checks by that file; write to another directory, or remove that set first")
 
     def _earlier_shards(self) -> set[str]:
         """The shard names the directory's metadata.json lists (none without one); a metadata.json that cannot be

@@ -1,6 +1,7 @@
 """data_gen: the pure functions (no TF), then whole runs on real text with the real uncased vocab."""
 
 import contextlib
+import dataclasses
 import filecmp
 import gzip as gzip_lib
 import json
@@ -560,6 +561,32 @@ def test_a_rerun_replaces_the_earlier_record_set_only_once_its_own_is_complete(c
     assert names == ["metadata.json", "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
     assert [s["path"] for s in json.loads((out / "metadata.json").read_text())["shards"]] == names[1:]
     assert len(read_records(out)) == meta["instances"] > 500
+
+
+def test_a_run_beside_another_set_in_its_directory_is_refused_rather_than_delete_it(corpus, vocab_file, tmp_path):
+    """The original's users write train.tfrecord, then eval.tfrecord from other text into the same directory. A
+    directory holds one set (its metadata.json), and a commit removes the earlier set's shards that it does not
+    write: so the second run is refused before any work, and train.tfrecord stays. Rewriting the same files, or a
+    directory's set with another --num_output_shards, replaces the set as before."""
+    from data_gen.generate import Options, generate
+
+    options = Options(dupe_factor=1, window_size=100, max_seq_length=64, max_predictions_per_seq=10)
+    out = tmp_path / "data"
+    generate(corpus, [str(out / "train.tfrecord")], vocab_file, options, progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match=r"--output_file: .*data holds another record set \(train.tfrecord, listed in "
+                                         r"its metadata.json\), which this run would replace"):
+        generate(corpus, [str(out / "eval.tfrecord")], vocab_file, options, progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    meta = generate(corpus, [str(out / "train.tfrecord")], vocab_file, dataclasses.replace(options, random_seed=5),
+                    progress=False)
+    assert [s["path"] for s in meta["shards"]] == ["train.tfrecord"]
+    with pytest.raises(ValueError, match="holds another record set"):  # named shards into a directory's set
+        run_generate(corpus, out, vocab_file, shards=2)
+    run_generate(corpus, tmp_path / "sharded", vocab_file, shards=3)
+    run_generate(corpus, tmp_path / "sharded", vocab_file, shards=2)
+    assert sorted(p.name for p in (tmp_path / "sharded").iterdir()) == [
+        "metadata.json", "pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
