@@ -133,32 +133,72 @@ def remove_leftovers(output_prefix: str) -> list[str]:
     return left
 
 
-def parse_args(argv=None):
-    """(our flags, the generation `Options`, Beam's flags) from the command line."""
-    import argparse
+def _bool(text: str) -> bool:
+    """A boolean flag's value as absl reads it (create_pretraining_data's flags are absl's)."""
+    value = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(text.lower())
+    if value is None:
+        import argparse
 
-    parser = argparse.ArgumentParser(prog="data_gen.beam", description=__doc__.split("\n")[0])
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value
+
+
+def _unknown_to_beam(args: list[str]) -> list[str]:
+    """Those of `args` (flags given before `--`) that neither this command nor Beam's pipeline options know: Beam
+    would drop them with a warning, and the run would go on without them."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    unknown = []
+    for arg in args:
+        if arg.startswith("-"):
+            options = PipelineOptions([arg])
+            if set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options()):
+                unknown.append(arg)
+    return unknown
+
+
+def parse_args(argv=None):
+    """(our flags, the generation `Options`, Beam's flags) from the command line: ours first, Beam's after `--`
+    (before it, a flag that Beam's pipeline options know is passed on too; any other is refused). Boolean flags
+    take absl's spellings, as create_pretraining_data's: `--flag`, `--noflag`, `--flag=false`."""
+    import argparse
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ours, beam_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(prog="data_gen.beam", description=__doc__.split("\n")[0], allow_abbrev=False)
+
+    def boolean(name, default):
+        parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default)
+        parser.add_argument(f"--no{name}", dest=name, action="store_false")
+
     parser.add_argument("--input_file")
     parser.add_argument("--tfds_name")
     parser.add_argument("--tfds_split")
     parser.add_argument("--tfds_text_key")
     parser.add_argument("--tfds_data_dir")
-    parser.add_argument("--tfds_keep_line_breaks", action="store_const", const=True)
+    boolean("tfds_keep_line_breaks", None)
     parser.add_argument("--output_prefix", required=True)
     parser.add_argument("--vocab_file", required=True)
     parser.add_argument("--num_output_shards", type=int, default=0)
-    parser.add_argument("--gzip", action="store_true")
-    parser.add_argument("--global_shuffle", nargs="?", const="true")  # refused below, not passed on to Beam
-    parser.add_argument("--noglobal_shuffle", action="store_true")  # absl's spelling of off: nothing to do
+    boolean("gzip", False)
+    boolean("global_shuffle", False)  # refused below when on, not passed on to Beam
     for field in dataclasses.fields(Options):  # the same generation flags as create_pretraining_data
         kind = type(field.default)
-        parser.add_argument(f"--{field.name}", type=json.loads if kind is bool else kind, default=field.default)
-    args, beam_args = parser.parse_known_args(argv)
-    if args.global_shuffle not in (None, "false", "False", "0"):
+        if kind is bool:
+            boolean(field.name, field.default)
+        else:
+            parser.add_argument(f"--{field.name}", type=kind, default=field.default)
+    args, rest = parser.parse_known_args(ours)
+    unknown = _unknown_to_beam(rest)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither this command's flags nor Beam's; put a "
+                     "runner's own flags after --)")
+    if args.global_shuffle:
         parser.error("--global_shuffle is create_pretraining_data's (a second pass over the output on one "
                      "machine); a Beam run has no such pass, and the runner orders the records in its shards")
     options = Options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Options)})
-    return args, options, [a for a in beam_args if a != "--"]
+    return args, options, rest + beam_args
 
 
 def _import_beam():

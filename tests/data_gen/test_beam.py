@@ -119,6 +119,31 @@ def test_global_shuffle_is_refused_on_beam_not_passed_to_it(flag, capsys):
         assert parse_args([*base, off])[2] == [], off  # off: nothing reaches Beam
 
 
+def test_flags_take_absls_spellings_and_a_flag_nobody_knows_is_refused(capsys):
+    """The generation flags as create_pretraining_data (absl) spells them, `--noflag` included, which argparse would
+    have handed to Beam to drop with a warning (the run then made next-sentence records for
+    `--norandom_next_sentence`); a misspelt flag is refused, where Beam would drop it; Beam's own flags pass on,
+    before or after `--`."""
+    from data_gen.beam import parse_args
+
+    base = ["--input_file=c.txt", "--output_prefix=out/train", "--vocab_file=v.txt"]
+    for flags, expected in ((["--norandom_next_sentence", "--nodo_lower_case"], (False, False, False)),
+                            (["--random_next_sentence=false", "--do_whole_word_mask"], (False, True, True)),
+                            (["--do_whole_word_mask=True", "--do_lower_case", "1"], (True, True, True)),
+                            ([], (True, True, False))):
+        args, options, beam_args = parse_args([*base, *flags])
+        assert (options.random_next_sentence, options.do_lower_case, options.do_whole_word_mask) == expected, flags
+        assert beam_args == [], flags
+    args, options, beam_args = parse_args([*base, "--nogzip", "--runner=DirectRunner", "--", "--direct_num_workers=2"])
+    assert not args.gzip and beam_args == ["--runner=DirectRunner", "--direct_num_workers=2"]
+    for bad in ("--dupe_factr=3", "--do_lower_case=maybe"):
+        with pytest.raises(SystemExit) as stopped:
+            parse_args([*base, bad])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and ("unrecognized arguments: --dupe_factr=3 (neither this command's flags "
+                                            "nor Beam's" in err if "factr" in bad else "is not true or false" in err)
+
+
 def test_the_documented_runner_flags_parse_as_beam_reads_them():
     """Each runner's flags in docs/data.md, after data_gen.beam's own, reach Beam's options as written."""
     from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions,
