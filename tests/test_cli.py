@@ -133,11 +133,18 @@ def test_convert_checkpoint_pretrainer_keeps_heads(tiny_config, tmp_path):
     np.testing.assert_array_equal(clone(batch)["mlm_logits"].numpy(), model(batch)["mlm_logits"].numpy())
 
 
-def test_convert_checkpoint_pretrainer_of_a_left_to_right_model(tiny_config, tmp_path):
-    """A causal config (an --objective=ltr run's bert_config.json) converts with its LM head, and stays causal."""
+def test_convert_checkpoint_pretrainer_of_a_left_to_right_model(tiny_config, tmp_path, caplog):
+    """A causal config (an --objective=ltr run's bert_config.json) converts with its LM head, and stays causal. Its
+    .ckpt says that the original's modeling.py, which ignores the key, would compute another model."""
+    checkpoints.save_original(BertEncoder(tiny_config), tmp_path / "plain" / "bert_model.ckpt")
+    assert "modeling.py ignores" not in caplog.text
     config = dataclasses.replace(tiny_config, causal_attention=True)
     model = BertPretrainer(BertEncoder(config), objective="ltr")
     checkpoints.save_original(model, tmp_path / "in" / "bert_model.ckpt")
+    assert "google-research/bert's modeling.py ignores causal_attention=True in bert_config.json" in caplog.text
+    checkpoints.save_original(BertEncoder(dataclasses.replace(tiny_config, layer_norm_eps=1e-5)),
+                              tmp_path / "eps" / "bert_model.ckpt")
+    assert "ignores layer_norm_eps=1e-05 in bert_config.json" in caplog.text
     config.to_json_file(tmp_path / "in" / "bert_config.json")
     _, out = convert(tmp_path / "in", tmp_path / "ltr.keras", model="pretrainer")
     import keras

@@ -216,7 +216,8 @@ def refuse_deeper(layers: int, config_layers: int, path: str, config: str) -> No
 def check_fits(model, source: BertConfig, path: str, activation: bool = True) -> None:
     """Refuses what the weights' shapes cannot show: a source with another number of attention heads (its [H, H]
     projections load into any head count and compute another model), more layers than the model (`check_depth`),
-    another LayerNorm epsilon and, where `activation`, another activation."""
+    another LayerNorm epsilon, attention in another direction (the paper keeps a left-to-right model's causal mask
+    when fine-tuning it) and, where `activation`, another activation."""
     check_depth(model, source.num_hidden_layers, path)
     config = getattr(model, "encoder", model).bert_config
     if config.num_attention_heads != source.num_attention_heads:
@@ -226,6 +227,11 @@ def check_fits(model, source: BertConfig, path: str, activation: bool = True) ->
     if config.layer_norm_eps != source.layer_norm_eps:
         raise CheckpointError(f"{path}: its encoder's LayerNorms use layer_norm_eps={source.layer_norm_eps}, the "
                               f"model's config {config.layer_norm_eps}; set layer_norm_eps to {source.layer_norm_eps}")
+    if config.causal_attention != source.causal_attention:
+        trained = "left-to-right only (causal)" if source.causal_attention else "both ways"
+        raise CheckpointError(f"{path}: its encoder was trained attending {trained}, the model's config has "
+                              f"causal_attention={config.causal_attention}; set causal_attention to "
+                              f"{source.causal_attention}")
     if activation and config.hidden_act != source.hidden_act:
         raise CheckpointError(f"{path}: its encoder computes hidden_act={source.hidden_act!r}, the model's config has "
                               f"{config.hidden_act!r}; set hidden_act to {source.hidden_act}")

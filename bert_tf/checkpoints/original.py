@@ -7,10 +7,11 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import fileio, staging
-from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_depth, variable_map
-from bert_tf.config import BertConfig
+from bert_tf.checkpoints.names import CheckpointError, assign, build_model, check_depth, check_fits, variable_map
+from bert_tf.config import BertConfig, ConfigError
 
 
 def _resolve_checkpoint(path: str) -> str:
@@ -46,10 +47,20 @@ def read_original(path: str) -> dict[str, np.ndarray]:
 def restore_original(model, path: str, heads_required: bool = True) -> dict:
     """Loads an original TF1 checkpoint into an existing model; returns {'loaded': n, 'skipped': [names]}. Reads
     the model's tensors only: a checkpoint of a pretraining run also holds two Adam slots per weight (adam_m,
-    adam_v), twice the weights again."""
+    adam_v), twice the weights again. Where a `bert_config.json` lies beside the checkpoint (as in the released
+    models' directories), the model is held to it in what the shapes cannot show (`check_fits`; the activation
+    is not compared: the released models' tanh GELU and HF's erf GELU are both used with these weights)."""
     reader, names = _reader(path)
     layers = [int(m.group(1)) for name in names if (m := re.match(r"bert/encoder/layer_(\d+)/", name))]
     check_depth(model, max(layers, default=-1) + 1, os.fspath(path))
+    beside = os.path.join(fileio.dirname(fileio.absolute(_resolve_checkpoint(path))), "bert_config.json")
+    if fileio.isfile(beside):
+        try:
+            config = BertConfig.from_json_file(beside)
+        except ConfigError as e:
+            logging.warning("%s: not compared with the model's config (%s)", beside, e)
+        else:
+            check_fits(model, config, f"{os.fspath(path)} (with {beside})", activation=False)
     return assign(variable_map(model, heads_required), lambda name: reader.get_tensor(name) if name in names else None,
                   os.fspath(path), "transpose_original")
 
@@ -73,9 +84,17 @@ def save_original(model, prefix: str, global_step: int | None = None) -> str:
     the original's int64 `global_step` when given (the step evaluation reports).
 
     Also writes the `checkpoint` index file beside it. Files are written in a temporary directory and moved into
-    place when complete, the `.index` last, so a crash never leaves a checkpoint that looks whole.
+    place when complete, the `.index` last, so a crash never leaves a checkpoint that looks whole. A model that
+    google-research/bert's `modeling.py` cannot compute, though its weights have the same names and shapes, is
+    written with a warning that says so (this package reads it back from its `bert_config.json`).
     """
     prefix = os.fspath(prefix)
+    config = getattr(model, "bert_config", None)
+    unread = [] if config is None else [f"causal_attention={config.causal_attention}"] * config.causal_attention + [
+        f"layer_norm_eps={config.layer_norm_eps:g}"] * (config.layer_norm_eps != 1e-12)
+    if unread:
+        logging.warning("%s: written for bert_tf: google-research/bert's modeling.py ignores %s in bert_config.json "
+                        "and would compute another model from these weights", prefix, " and ".join(unread))
     directory = fileio.dirname(fileio.absolute(prefix))
     fileio.makedirs(directory)
     slots = variable_map(model)

@@ -365,7 +365,9 @@ def test_what_the_shapes_cannot_show_is_checked_against_the_source_config(tiny_c
     for change, message in ((dict(num_attention_heads=2), "its encoder has 4 attention heads, the model's config 2"),
                             (dict(hidden_act="gelu_tanh"), "its encoder computes hidden_act='gelu', the model's config "
                                                            "has 'gelu_tanh'"),
-                            (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-12, the model's config 1e-06")):
+                            (dict(layer_norm_eps=1e-6), "layer_norm_eps=1e-12, the model's config 1e-06"),
+                            (dict(causal_attention=True), "trained attending both ways, the model's config has "
+                                                          "causal_attention=True")):
         other = BertClassifier(BertEncoder(dataclasses.replace(erf, **change)), num_classes=2)
         with pytest.raises(CheckpointError, match=message):
             checkpoints.restore_weights(other, trained)
@@ -377,6 +379,21 @@ def test_what_the_shapes_cannot_show_is_checked_against_the_source_config(tiny_c
     partial = tf.train.Checkpoint(**state).write(str(tmp_path / "partial" / "ckpt-1"))
     checkpoints.restore_weights(BertClassifier(BertEncoder(dataclasses.replace(erf, layer_norm_eps=1e-6)),
                                                num_classes=2), partial)
+
+    # an original checkpoint is held to the bert_config.json beside it (a left-to-right run's export here), whichever
+    # config the model was built from
+    ltr = dataclasses.replace(tiny_config, causal_attention=True)
+    export = tmp_path / "ltr_export"
+    checkpoints.save_original(BertEncoder(ltr), str(export / "bert_model.ckpt"))
+    ltr.to_json_file(export / "bert_config.json")
+    with pytest.raises(CheckpointError, match=r"bert_model.ckpt \(with .*bert_config.json\): its encoder was trained "
+                                              r"attending left-to-right only \(causal\)"):
+        checkpoints.restore_weights(BertClassifier(BertEncoder(tiny_config), num_classes=2),
+                                    str(export / "bert_model.ckpt"))
+    checkpoints.restore_weights(BertClassifier(BertEncoder(ltr), num_classes=2), str(export))
+    dataclasses.replace(ltr, num_attention_heads=2).to_json_file(export / "bert_config.json")
+    with pytest.raises(CheckpointError, match="its encoder has 2 attention heads, the model's config 4"):
+        checkpoints.load_original(str(export / "bert_model.ckpt"), ltr)
 
     hf = tmp_path / "hf"
     shutil.copytree(minilm_dir, hf)
