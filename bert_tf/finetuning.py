@@ -479,13 +479,18 @@ def global_step(result: GridResult | None, output_dir: str) -> dict:
 
 def existing_model(output_dir, build, options):
     """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
-    `options.init_checkpoint`; with neither, a ValueError (the figures of untrained weights would be written as if
-    they were a model's, as after a typo in --output_dir; the original's Estimator only logs that it evaluates an
-    initialisation, and writes its figures)."""
+    `options.init_checkpoint`; with neither, or with a grid there that has not finished, a ValueError (the figures
+    of untrained weights, or of a fresh head, would be written as if they were the fine-tuned model's, as after a
+    typo in --output_dir; the original's Estimator only logs that it evaluates an initialisation, and writes its
+    figures)."""
     from bert_tf.checkpoints import restore_weights
 
     if fileio.exists(os.path.join(output_dir, MODEL_FILE)):
         return load_finetuned(output_dir)
+    if fileio.exists(os.path.join(output_dir, GRID_FILE)):
+        raise ValueError(f"--output_dir={output_dir} holds a fine-tuning grid that has not finished ({GRID_FILE}, no "
+                         f"{MODEL_FILE} yet): rerun the training command to finish it (finished cells are not "
+                         "trained again), then evaluate; --init_checkpoint would score a fresh head instead")
     if not options.init_checkpoint:
         raise ValueError(f"--output_dir={output_dir} holds no fine-tuned model ({MODEL_FILE}) to evaluate or predict "
                          "with, and no --init_checkpoint is given; add --do_train, or give the --output_dir of a "

@@ -398,7 +398,10 @@ def test_xnli_reads_the_originals_format(tmp_path):
 def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     """A run that only evaluates the model fine-tuned earlier in its output_dir writes that model's step (a
     reloaded model carries no optimizer step); with no model there and no checkpoint given it refuses rather than
-    write the figures of untrained weights (which the original's Estimator writes after a line in its log)."""
+    write the figures of untrained weights (which the original's Estimator writes after a line in its log), and
+    with a grid there that has not finished, rather than score --init_checkpoint's encoder with a fresh head."""
+    import dataclasses
+
     from bench.common import docstring_lines
 
     from bert_tf import BertConfig
@@ -437,6 +440,15 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
                                          r"with, and no --init_checkpoint is given"):  # untrained weights' figures
         run_classifier(task, config, vocab_file, str(tmp_path / "fresh"), evaluate_only, data_dir=str(tmp_path))
     assert not (tmp_path / "fresh" / "eval_results.txt").exists()
+    # a grid killed before it saved its model: scoring --init_checkpoint's encoder with a fresh head is refused
+    os.remove(tmp_path / "out" / "model.keras")
+    os.remove(tmp_path / "out" / "eval_results.txt")
+    with pytest.raises(ValueError, match=r"out holds a fine-tuning grid that has not finished \(grid.json, no "
+                                         r"model.keras yet\): rerun the training command"):
+        run_classifier(task, config, vocab_file, str(tmp_path / "out"),
+                       dataclasses.replace(evaluate_only, init_checkpoint=str(tmp_path / "out" / "grid")),
+                       data_dir=str(tmp_path))
+    assert not (tmp_path / "out" / "eval_results.txt").exists()
 
 
 def test_the_training_order_is_a_new_permutation_each_epoch_and_checkpoints_in_bytes(tmp_path):
