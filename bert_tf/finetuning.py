@@ -172,14 +172,13 @@ class GridResult:
 # -------------------------------------------------------------------------------------------- the shared loop
 def task_losses(labels: dict) -> dict:
     """The loss of each output for its labels: squared error for float labels (regression), else cross-entropy
-    of the logits. Each is the mean over what its sample weights count (`mean_with_sample_weight`): for tagging,
-    the labelled word pieces, not every position of the padded batch, which would shrink the loss with the
-    padding; without weights, the mean over the batch, as the original run_classifier and run_squad."""
-    import keras
+    of the logits. Each is the mean over what its sample weights count, across the whole batch however it is split
+    over replicas (`losses.GlobalMean`): for tagging, the labelled word pieces, not every position of the padded
+    batch, which would shrink the loss with the padding; without weights, the mean over the batch, as the original
+    run_classifier and run_squad."""
+    from bert_tf.losses import GlobalMean
 
-    reduction = "mean_with_sample_weight"
-    return {name: keras.losses.MeanSquaredError(reduction=reduction) if tf.as_dtype(array.dtype).is_floating else
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+    return {name: GlobalMean("squared_error" if tf.as_dtype(array.dtype).is_floating else "cross_entropy")
             for name, array in labels.items()}
 
 

@@ -135,8 +135,9 @@ class _TaskModel(keras.Model):
     `gradient_accumulation_steps` (attribute, default 1): `train_step` splits each batch into that many equal
     micro-batches, runs them one after another and hands the optimizer their summed gradient once, so a batch too
     big for memory trains exactly as if it fitted. Losses that average over a count taken across the batch (the
-    masked-LM loss) get that count from the whole batch (`_loss_denominators`), not from each micro-batch; Keras's
-    compiled losses, which average over each micro-batch, are weighted by the micro-batch's part of the batch.
+    masked-LM loss) get that count from the whole batch (`_loss_denominators`), not from each micro-batch; compiled
+    losses, which average over each micro-batch, are weighted by the micro-batch's part of the batch
+    (`_micro_share`).
     """
 
     _head_args: tuple[str, ...] = ()
@@ -148,22 +149,28 @@ class _TaskModel(keras.Model):
         del y
         return None
 
-    def _micro_share(self, sample_weight, steps):
-        """`share(micro_weights)`: the part of the whole batch's loss that one micro-batch's loss stands for, so
-        that the summed gradient is the whole batch's. Keras's compiled losses average over a micro-batch (or over
-        its sample weights), so a micro-batch stands for 1/steps of the batch (or for its weights' part of the
-        batch's); a model without a compiled loss divides by whole-batch counts itself (`_loss_denominators`)."""
+    def _micro_share(self, sample_weight, batch, steps):
+        """`share(i)`: the part of the whole batch's loss that micro-batch i's loss stands for, so that the summed
+        gradient is the whole batch's: its sample weights' part of the batch's (its examples' part without
+        weights). For `losses.GlobalMean` (the fine-tuning heads' losses), which in the loop averages over the
+        micro-batch's weights on this replica (`losses.counted_here`), the part of the global batch's, summed
+        across replicas here, outside the loop; Keras's own losses average per replica, and their part is of this
+        replica's batch. A model without a compiled loss divides by whole-batch counts itself
+        (`_loss_denominators`)."""
         if self.loss is None:
-            return lambda wi: 1.0
+            return lambda i: 1.0
         weights = [w for w in tf.nest.flatten(sample_weight) if w is not None]
-        if not weights:
-            return lambda wi: 1.0 / steps
         if len(weights) > 1:
             raise ValueError("gradient accumulation takes one sample weight for every output; got "
                              f"{len(weights)}")
-        total = tf.reduce_sum(tf.cast(weights[0], tf.float32))
-        return lambda wi: tf.math.divide_no_nan(
-            tf.reduce_sum(tf.cast([w for w in tf.nest.flatten(wi) if w is not None][0], tf.float32)), total)
+        if weights:
+            per_micro = tf.reduce_sum(tf.reshape(tf.cast(weights[0], tf.float32), [steps, -1]), axis=1)
+        else:
+            per_micro = tf.fill([steps], tf.cast(batch // steps, tf.float32))
+        total = tf.reduce_sum(per_micro)
+        if all(isinstance(loss, losses.GlobalMean) for loss in tf.nest.flatten(self.loss)):
+            total = losses.replica_sum(total)
+        return lambda i: tf.math.divide_no_nan(per_micro[i], total)
 
     def make_train_function(self, force=False):
         # Without a strategy Keras builds the optimizer while tracing the first step, and tf.function, having seen
@@ -186,14 +193,14 @@ class _TaskModel(keras.Model):
             (x, y, sample_weight))
         variables = self.trainable_variables
         self._denominators = self._loss_denominators(y)  # all-reduces stay outside the loop below
-        share = self._micro_share(sample_weight, steps)
+        share = self._micro_share(sample_weight, batch, steps)
         connected = []  # per variable: whether the loss reaches it (a head that skips the pooler does not)
 
         def body(i, grads, total):
             xi, yi, wi = tf.nest.map_structure(lambda t: None if t is None else t[i], micro)
             with tf.GradientTape() as tape:
                 y_pred = self(xi, training=True)
-                loss = self._compute_loss(x=xi, y=yi, y_pred=y_pred, sample_weight=wi, training=True) * share(wi)
+                loss = self._compute_loss(x=xi, y=yi, y_pred=y_pred, sample_weight=wi, training=True) * share(i)
                 scaled = self.optimizer.scale_loss(loss)
             new = tape.gradient(scaled, variables)
             connected[:] = [n is not None for n in new]
@@ -204,7 +211,9 @@ class _TaskModel(keras.Model):
             return i + 1, [g + n for g, n in zip(grads, new)], total + loss
 
         zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
-        _, grads, loss = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), zeros, tf.constant(0.0)))
+        with losses.counted_here():
+            _, grads, loss = tf.while_loop(lambda i, *_: i < steps, body,
+                                           (tf.constant(0), zeros, tf.constant(0.0)))
         self._denominators = None
         # Keras's loss tracker averages each replica's share scaled back to a whole-batch value
         replicas = tf.distribute.get_strategy().num_replicas_in_sync

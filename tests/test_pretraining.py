@@ -273,7 +273,8 @@ def test_accumulation_leaves_what_the_loss_does_not_reach_as_the_whole_batch_doe
 
 def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_path):
     """Two logical CPUs under MirroredStrategy (and gradient accumulation, and both) train exactly as one device
-    on the same global batch, with gradient clipping active. A separate process: the CPU split must be configured
+    on the same global batch, with gradient clipping active: the pretrainer, and a tagger under the fine-tuning
+    losses whose labelled pieces fall unevenly over the replicas. A separate process: the CPU split must be configured
     before TensorFlow starts."""
     script = tmp_path / "replicas.py"
     script.write_text(REPLICAS_SCRIPT)
@@ -284,6 +285,9 @@ def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_pat
     for name in ("mirrored", "accumulate_2", "mirrored_accumulate_2"):
         np.testing.assert_allclose(runs[name]["losses"], base["losses"], rtol=2e-5, err_msg=name)
         assert runs[name]["max_weight_diff"] < 1e-4, name
+        tagger = runs["tagger_" + name]  # the mean over the global batch's labelled pieces, however it is split
+        np.testing.assert_allclose(tagger["losses"], tagger["base"], rtol=2e-5, err_msg=name)
+        assert tagger["max_weight_diff"] < 1e-4, name
     assert base["clipped"]  # the clip norm was below the gradient norm, so clipping order mattered
 
 
@@ -293,7 +297,8 @@ import numpy as np, tensorflow as tf
 tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
                                            [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from bert_tf import BertConfig, BertEncoder, BertPretrainer
+from bert_tf import BertConfig, BertEncoder, BertPretrainer, BertTokenClassifier
+from bert_tf.finetuning import task_losses
 from bert_tf.optimization import create_optimizer
 
 config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -316,14 +321,28 @@ class Losses(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.losses.append(float(logs["loss"]))
 
-def run(strategy, accumulate):
+# a tagger whose labelled pieces crowd into the first half of each batch (the first replica's, the first
+# micro-batch's): a per-replica mean of them would weigh the other half's few pieces up
+tag_weights = np.zeros((STEPS * B, S), "float32")
+tag_weights[np.arange(STEPS * B) % B < B // 2, :10] = 1
+tag_weights[np.arange(STEPS * B) % B >= B // 2, 0] = 1
+tags = {"logits": rng.integers(0, 3, (STEPS * B, S)).astype("int32")}
+encoder_inputs = {key: x[key] for key in ("input_word_ids", "input_mask", "input_type_ids")}
+tag_dataset = tf.data.Dataset.from_tensor_slices((encoder_inputs, tags, {"logits": tag_weights})).batch(B)
+
+def run(strategy, accumulate, kind="pretrainer"):
     keras.utils.set_random_seed(1)
     with strategy.scope():
-        model = BertPretrainer(BertEncoder(config))
+        if kind == "pretrainer":
+            model = BertPretrainer(BertEncoder(config))
+        else:
+            model = BertTokenClassifier(BertEncoder(config), num_classes=3, dropout_rate=0.0)
         model.gradient_accumulation_steps = accumulate
-        model.compile(optimizer=create_optimizer(1e-2, 10, 2, clipnorm=0.1))
+        model.compile(optimizer=create_optimizer(1e-2, 10, 2, clipnorm=0.1),
+                      loss=None if kind == "pretrainer" else task_losses(tags))
     losses = Losses()
-    model.fit(dataset, epochs=1, verbose=0, callbacks=[losses])  # loss logs are running means of the epoch
+    # loss logs are running means of the epoch
+    model.fit(dataset if kind == "pretrainer" else tag_dataset, epochs=1, verbose=0, callbacks=[losses])
     return losses.losses, [w.numpy() for w in model.trainable_weights]
 
 base_losses, base_weights = run(tf.distribute.get_strategy(), 1)
@@ -340,6 +359,12 @@ for name, strategy, accumulate in [("mirrored", mirrored, 1), ("accumulate_2", t
     losses, weights = run(strategy, accumulate)
     runs[name] = {"losses": losses,
                   "max_weight_diff": max(float(np.abs(a - b).max()) for a, b in zip(base_weights, weights))}
+tag_losses, tag_weights_one = run(tf.distribute.get_strategy(), 1, "tagger")
+for name, strategy, accumulate in [("mirrored", mirrored, 1), ("accumulate_2", tf.distribute.get_strategy(), 2),
+                                   ("mirrored_accumulate_2", mirrored, 2)]:
+    losses, weights = run(strategy, accumulate, "tagger")
+    runs["tagger_" + name] = {"losses": losses, "base": tag_losses, "max_weight_diff": max(
+        float(np.abs(a - b).max()) for a, b in zip(tag_weights_one, weights))}
 print(json.dumps(runs))
 '''
 
