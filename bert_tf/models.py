@@ -90,6 +90,13 @@ class BertEncoder(keras.Model):
         self.pooler = pooler
         self._policy_name = None if dtype is None else policy.name
 
+    # Set by a model that probes this encoder's features frozen (`BertFeatureTagger`): it then runs in inference
+    # mode (no dropout) in every call, where Keras would pass a training call's mode on to it.
+    inference_only = False
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        return super().call(inputs, training=False if self.inference_only else training, mask=mask, **kwargs)
+
     def get_config(self):
         config = super().get_config()
         # the policy as given (None: the global policy when the model is rebuilt), like `__init__` takes it
@@ -513,7 +520,8 @@ class BertFeatureTagger(_TaskModel):
         inputs = encoder_inputs()
         combine = FeatureCombination(combination, encoder.bert_config.num_hidden_layers,
                                      dtype=parameter_policy(policy), name="combination")
-        features = combine(encoder(inputs, training=False))
+        encoder.inference_only = True  # Keras passes a training call's mode on, whatever this call says
+        features = combine(encoder(inputs))
         mask = keras.ops.cast(inputs["input_mask"], "bool")
         lstms = [bidirectional_lstm(lstm_units, policy, f"bilstm_{i}") for i in range(2)]
         for lstm in lstms:

@@ -80,6 +80,28 @@ def test_task_model_outputs(tiny_config):
     assert shapes["BertMultipleChoice"] == {"logits": (3, 3)}
 
 
+def test_the_feature_based_probe_reads_its_frozen_encoder_without_dropout(tiny_config, tmp_path):
+    """Table 7's probe trains on fixed features: its encoder runs in inference mode in a training call, where Keras
+    passes the outer call's mode on to a nested model whatever its own call said (dropout 0.5 changed the logits of
+    two training calls by ~1e-2), also once saved and reloaded; an encoder on its own still drops out in training."""
+    import dataclasses
+
+    from bert_tf.models import BertFeatureTagger
+
+    config = dataclasses.replace(tiny_config, hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
+    batch = make_batch(config)
+    probe = BertFeatureTagger(BertEncoder(config), num_classes=3, combination="weighted_sum_all", lstm_units=8,
+                              dropout_rate=0.0)
+    first, second = (probe(batch, training=True)["logits"].numpy() for _ in range(2))
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, probe(batch, training=False)["logits"].numpy())
+    probe.save(tmp_path / "probe.keras")
+    reloaded = keras.saving.load_model(tmp_path / "probe.keras")
+    np.testing.assert_array_equal(reloaded(batch, training=True)["logits"].numpy(), first)
+    encoder = BertEncoder(config)
+    assert not np.array_equal(*(encoder(batch, training=True)["sequence_output"].numpy() for _ in range(2)))
+
+
 def test_multiple_choice_scores_each_choice_independently(tiny_config):
     model = BertMultipleChoice(BertEncoder(tiny_config))
     batch = make_batch(tiny_config)

@@ -14,9 +14,9 @@ COMBINATIONS = ("embeddings", "second_to_last_hidden", "last_hidden", "weighted_
 class FeatureCombination(keras.layers.Layer):
     """One of the paper's feature-based combinations (Table 7) of a `BertEncoder`'s outputs, for a model trained on
     frozen BERT features: `embeddings` (the embedding output, layer 0: after its LayerNorm, as the original's
-    `embedding_output`), the `last_hidden` or `second_to_last_hidden` layer, `concat_last_four`, the learned
-    `weighted_sum_last_four` and `weighted_sum_all` (of the encoder's layers, the paper's "all 12 layers"; a
-    `ScalarMix`), and the plain `sum_last_four` and `sum_all`.
+    `embedding_output`), the `last_hidden` or `second_to_last_hidden` layer, `concat_last_four` (layers -4 to -1,
+    in that order), the learned `weighted_sum_last_four` and `weighted_sum_all` (of the encoder's layers, the
+    paper's "all 12 layers"; a `ScalarMix`), and the plain `sum_last_four` and `sum_all`.
 
     Call it on the encoder's output dict; it returns [batch, seq, hidden] (four times hidden for the concat).
 
