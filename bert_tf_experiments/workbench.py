@@ -93,13 +93,18 @@ def prepare(output_dir: str, options: QuickstartOptions, input_file: str | None 
                     dataclasses.replace(data, **settings), num_workers=o.num_workers if split == "train" else 1)
         heldout = made["contiguous_heldout"]
         return {"train_instances": made["nsp_train"]["instances"],
+                "train_instances_by_kind": {kind: made[f"{kind}_train"]["instances"] for kind in RECORD_KINDS},
                 "heldout_instances": {kind: made[f"{kind}_heldout"]["instances"] for kind in RECORD_KINDS},
                 "heldout_masked": round(heldout["masked_fraction"] * heldout["tokens"]),
                 "heldout_tokens": heldout["tokens"]}
 
+    def _by_kind(f):  # a records stage made before the counts by kind were kept has the next-sentence one only
+        counts = f.get("train_instances_by_kind") or {"nsp": f["train_instances"]}
+        return " and ".join(f"{count} {'next-sentence' if kind == 'nsp' else kind}" for kind, count in counts.items())
+
     figures["records"] = stages.run(
         "records", dict(inputs["records"], kinds=sorted(RECORD_KINDS)), records,
-        lambda f: f"{f['train_instances']} training instances of each kind; held-out "
+        lambda f: f"{_by_kind(f)} training instances; held-out "
                   f"{f['heldout_masked']} masked positions")
 
     def tasks(directory):
@@ -161,18 +166,18 @@ def pretrain(bench: Bench, stages: Stages, name: str, config, objective: str, he
         figures = {"bert_model": bert_model, "step": trained["train"]["step"], "objective": objective,
                    "parameters": encoder_parameters(os.path.join(bert_model, "bert_model.ckpt"))}
         for records, metric_objective in heldout:
-            instances = bench.figures["records"]["heldout_instances"][records]
             scores = run_pretraining(config, bench.records(records, "heldout"),
                                      os.path.join(directory, f"heldout_{records}_{metric_objective}"),
                                      dataclasses.replace(options, do_train=False, do_eval=True,
                                                          objective=metric_objective,
-                                                         max_eval_steps=max(1, -(-instances // EVAL_BATCH)),
+                                                         max_eval_steps=None,  # each instance once
                                                          init_checkpoint=os.path.join(bert_model, "bert_model.ckpt"))
                                      )["eval"]
             figures.update({f"{records}/{k}": v for k, v in scores.items() if k != "global_step"})
         return figures
 
     inputs = {"config": config.to_dict(), "objective": objective, "heldout": [list(h) for h in heldout],
+              "heldout_scored": "each instance once",  # earlier runs scored full batches round the data
               "max_seq_length": o.max_seq_length, "train_batch_size": o.train_batch_size, "num_train_steps": steps,
               "learning_rate": o.learning_rate, "random_seed": o.random_seed}
     return stages.run(f"{name}/pretrain", inputs, work,
