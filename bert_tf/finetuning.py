@@ -476,16 +476,21 @@ def global_step(result: GridResult | None, output_dir: str) -> dict:
     return {} if step is None else {"global_step": step}
 
 
-def existing_model(output_dir, build, options):
+def existing_model(output_dir, build, options, config=None, vocab_file=None):
     """For evaluation or prediction alone: the model fine-tuned in `output_dir`, else `build()` initialised from
     `options.init_checkpoint`; with neither, or with a grid there that has not finished, a ValueError (the figures
     of untrained weights, or of a fresh head, would be written as if they were the fine-tuned model's, as after a
     typo in --output_dir; the original's Estimator only logs that it evaluates an initialisation, and writes its
-    figures)."""
+    figures).
+
+    A fine-tuned model is evaluated as it was trained, so what the flags give must fit it (`check_fits_model`:
+    `config` is --bert_config_file's, `vocab_file` --vocab_file)."""
     from bert_tf.checkpoints import restore_weights
 
     if fileio.exists(os.path.join(output_dir, MODEL_FILE)):
-        return load_finetuned(output_dir)
+        model = load_finetuned(output_dir)
+        check_fits_model(output_dir, model, options, config, vocab_file)
+        return model
     if fileio.exists(os.path.join(output_dir, GRID_FILE)):
         raise ValueError(f"--output_dir={output_dir} holds a fine-tuning grid that has not finished ({GRID_FILE}, no "
                          f"{MODEL_FILE} yet): rerun the training command to finish it (finished cells are not "
@@ -497,6 +502,54 @@ def existing_model(output_dir, build, options):
     model = build()
     restore_weights(model, options.init_checkpoint)
     return model
+
+
+def check_fits_model(output_dir, model, options, config=None, vocab_file=None) -> None:
+    """A ValueError where a flag of evaluation or prediction alone contradicts the fine-tuned model in `output_dir`,
+    which would otherwise be read as saved while the flag seemed to apply: another `--bert_config_file` (but for
+    dropout and initializer range), a `--vocab_file` other than the model's vocab.txt, another `--do_lower_case`
+    than task.json's, a `--dtype` other than the saved model's (the families check their own settings). A given
+    `--init_checkpoint` is not read (as the original's Estimator, which restores the output directory's
+    checkpoint): a warning says so."""
+    from bert_tf.tasks import task_info
+
+    ours = getattr(model, "encoder", model).bert_config
+    if config is not None:
+        free = {"hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"}
+        differ = sorted(key for key, value in config.to_dict().items()
+                        if key not in free and ours.to_dict().get(key) != value)
+        if differ:
+            raise ValueError(f"--bert_config_file: {', '.join(f'{k}={config.to_dict()[k]}' for k in differ)}, but the "
+                             f"model fine-tuned in --output_dir={output_dir} has "
+                             f"{', '.join(str(ours.to_dict().get(k)) for k in differ)}; give its bert_config.json")
+    saved_vocab = os.path.join(output_dir, "vocab.txt")
+    if vocab_file is not None and fileio.exists(saved_vocab) and _bytes(vocab_file) != _bytes(saved_vocab):
+        raise ValueError(f"--vocab_file={vocab_file} is not the vocabulary the model in --output_dir={output_dir} was "
+                         f"fine-tuned with; give {saved_vocab}")
+    policy = getattr(model.dtype_policy, "name", str(model.dtype_policy))
+    if options.dtype != FinetuneOptions.dtype and DTYPES[options.dtype] != policy:
+        raise ValueError(f"--dtype={options.dtype}: the model in --output_dir={output_dir} runs as it was saved "
+                         f"({policy}); leave the flag out")
+    info = task_info.read(output_dir)
+    if info is not None and info.do_lower_case != options.do_lower_case:
+        raise ValueError(f"--do_lower_case={options.do_lower_case}: the model in --output_dir={output_dir} was "
+                         f"fine-tuned with {info.do_lower_case} (task.json); give that")
+    if options.init_checkpoint:
+        logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds a fine-tuned model, which is the one "
+                        "evaluated", options.init_checkpoint, output_dir)
+
+
+def refuse_other_than_saved(output_dir: str, flag: str, given, saved) -> None:
+    """A ValueError where `--flag=given`, set for evaluation or prediction alone, is not what the model in
+    `output_dir` was fine-tuned with (`saved`, from its task.json; None: not recorded, not checked)."""
+    if saved is not None and given != saved:
+        raise ValueError(f"--{flag}={given}: the model in --output_dir={output_dir} was fine-tuned with {saved} "
+                         "(task.json), which evaluation and prediction alone use; leave the flag out")
+
+
+def _bytes(path: str) -> bytes:
+    with fileio.open(path, "rb") as f:
+        return f.read()
 
 
 def write_json(path, data):

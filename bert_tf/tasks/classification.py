@@ -154,7 +154,7 @@ class Classification(Family):
             model = grid.model
             finetuning.save(grid, task, config, vocab_file, output_dir, options, pairs=pairs)
         else:
-            model = finetuning.existing_model(output_dir, build, options)
+            model = finetuning.existing_model(output_dir, build, options, config, vocab_file)
 
         if options.do_eval:
             for split in dev_splits:

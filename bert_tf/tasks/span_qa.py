@@ -85,6 +85,14 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
     files. Returns the figures."""
     from bert_tf.tokenization import FullTokenizer
 
+    from bert_tf.tasks import task_info
+
+    info = task_info.read(output_dir) if not options.do_train else None
+    if info is not None and info.version_2_with_negative is not None:  # predicting alone: as the model was trained
+        if options.version_2_with_negative:
+            finetuning.refuse_other_than_saved(output_dir, "version_2_with_negative", True,
+                                               info.version_2_with_negative)
+        options = dataclasses.replace(options, version_2_with_negative=info.version_2_with_negative)
     strategy = strategy or tf.distribute.get_strategy()
     options.check(strategy.num_replicas_in_sync, output_dir)
     check_fits(config, vocab_file, options.max_seq_length, do_lower_case=options.do_lower_case)
@@ -151,7 +159,7 @@ def run_squad(config, vocab_file: str, output_dir: str, options: SquadOptions, t
         results.update(grid.figures())
         model = grid.model
     else:
-        model = finetuning.existing_model(output_dir, build, options)
+        model = finetuning.existing_model(output_dir, build, options, config, vocab_file)
         if options.bilstm_head and not model.bilstm_head:
             raise DataError(f"--bilstm_head: the model in {output_dir} was trained without it; predict without "
                             "the flag (a model keeps its own head), or train one with it")

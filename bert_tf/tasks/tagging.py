@@ -104,6 +104,16 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
     elif (info := task_info.read(output_dir)) is not None:
         tags = list(info.labels)
         stride = options.doc_stride or info.doc_stride or stride
+        # the model's own probe and labelling: a flag that says otherwise is refused, not left unread
+        if options.feature_based is not None:
+            finetuning.refuse_other_than_saved(output_dir, "feature_based", options.feature_based,
+                                               info.feature_based or "none (fine-tuned)")
+        if options.lstm_units != NerOptions.lstm_units:
+            finetuning.refuse_other_than_saved(output_dir, "lstm_units", options.lstm_units, info.lstm_units)
+        if options.label_all_subtokens:
+            finetuning.refuse_other_than_saved(output_dir, "label_all_subtokens", True, info.label_all_subtokens)
+        if info.label_all_subtokens is not None:
+            options = dataclasses.replace(options, label_all_subtokens=info.label_all_subtokens)
         if documents is None:  # as trained; until task.json version 4, taggers were trained on sentences alone
             documents = info.document_context if info.version >= 4 else False
     else:
@@ -163,7 +173,7 @@ def run_ner(config, vocab_file: str, output_dir: str, options: NerOptions, data_
                         feature_based=options.feature_based,
                         lstm_units=options.lstm_units if options.feature_based else None)
     else:
-        model = finetuning.existing_model(output_dir, build, options)
+        model = finetuning.existing_model(output_dir, build, options, config, vocab_file)
     step = finetuning.global_step(grid, output_dir)
     if options.do_eval:
         report = task.report(predict(model, "dev"), [s.tags for s in data["dev"][0]])

@@ -395,7 +395,7 @@ def test_xnli_reads_the_originals_format(tmp_path):
         get_task("xnli").examples(str(tmp_path), "dev")
 
 
-def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
+def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path, caplog):
     """A run that only evaluates the model fine-tuned earlier in its output_dir writes that model's step (a
     reloaded model carries no optimizer step); with no model there and no checkpoint given it refuses rather than
     write the figures of untrained weights (which the original's Estimator writes after a line in its log), and
@@ -436,6 +436,24 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path):
     os.remove(tmp_path / "out" / "eval_results.txt")
     run_classifier(task, config, vocab_file, str(tmp_path / "out"), evaluate_only, data_dir=str(tmp_path))
     assert global_step("out") == ["global_step = 5"]
+    # evaluation alone reads the model as it was saved: flags that say otherwise are refused, and one that is not
+    # read is said to be
+    other_vocab = tmp_path / "other_vocab.txt"
+    other_vocab.write_text("\n".join(vocab[:5] + vocab[5:][::-1]) + "\n")  # the same size, other ids
+    bigger = dataclasses.replace(config, hidden_size=32, intermediate_size=64)
+    for args, message in (((config, str(other_vocab), evaluate_only), "--vocab_file=.*other_vocab.txt is not the "
+                                                                      "vocabulary the model"),
+                          ((bigger, vocab_file, evaluate_only), "--bert_config_file: hidden_size=32, "
+                                                                "intermediate_size=64, but the model fine-tuned"),
+                          ((config, vocab_file, dataclasses.replace(evaluate_only, dtype="bf16")),
+                           "--dtype=bf16: the model in --output_dir=.* runs as it was saved \\(float32\\)")):
+        with pytest.raises(ValueError, match=message):
+            run_classifier(task, args[0], args[1], str(tmp_path / "out"), args[2], data_dir=str(tmp_path))
+    with caplog.at_level("WARNING"):
+        run_classifier(task, config, vocab_file, str(tmp_path / "out"),
+                       dataclasses.replace(evaluate_only, init_checkpoint=str(tmp_path / "elsewhere")),
+                       data_dir=str(tmp_path))
+    assert "--init_checkpoint=" in caplog.text and "is not read: --output_dir=" in caplog.text
     with pytest.raises(ValueError, match=r"fresh holds no fine-tuned model \(model.keras\) to evaluate or predict "
                                          r"with, and no --init_checkpoint is given"):  # untrained weights' figures
         run_classifier(task, config, vocab_file, str(tmp_path / "fresh"), evaluate_only, data_dir=str(tmp_path))

@@ -311,6 +311,13 @@ def test_feature_based_probe_learns_tags_with_bert_frozen(minilm_dir, tmp_path):
     assert saved["feature_based"] == "weighted_sum_last_four" and saved["lstm_units"] == 32
     again = run_ner(config, vocab, str(tmp_path / "out"), NerOptions(do_eval=True, max_seq_length=32), str(data))
     assert again["dev"] == results["dev"]
+    # a flag that says another probe, or another labelling, is refused rather than left unread
+    for flags, message in ((dict(feature_based="concat_last_four"), "--feature_based=concat_last_four: the model"),
+                           (dict(feature_based="weighted_sum_last_four", lstm_units=64), "--lstm_units=64: the model"),
+                           (dict(label_all_subtokens=True), "--label_all_subtokens=True: the model")):
+        with pytest.raises(ValueError, match=f"{message} in --output_dir=.* was fine-tuned with"):
+            run_ner(config, vocab, str(tmp_path / "out"), NerOptions(do_eval=True, max_seq_length=32, **flags),
+                    str(data))
     with pytest.raises(ValueError, match="--feature_based='mean': expected one of embeddings"):
         NerOptions(do_train=True, feature_based="mean").check(1)
     with pytest.raises(ValueError, match="--lstm_units=32 sizes the probe of --feature_based, which is not set"):

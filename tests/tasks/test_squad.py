@@ -352,6 +352,11 @@ def test_squad_2_searches_and_saves_the_null_threshold(minilm_dir, tmp_path):
         do_predict=True, version_2_with_negative=True, max_seq_length=64, doc_stride=32),
         predict_file=str(tmp_path / "bare.json"))
     assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
+    # without --version_2_with_negative too: predicting alone follows the model (it answered nothing without it)
+    os.remove(tmp_path / "out" / "predictions.json")
+    run_squad(config, vocab, str(tmp_path / "out"), SquadOptions(do_predict=True, max_seq_length=64, doc_stride=32),
+              predict_file=str(tmp_path / "bare.json"))
+    assert json.loads((tmp_path / "out" / "predictions.json").read_text()) == predictions
 
 
 def test_a_grid_without_answers_to_choose_by_is_refused(minilm_dir, tmp_path):
