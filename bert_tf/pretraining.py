@@ -152,6 +152,9 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 raise DataError(f"{path}: the records were made with another vocabulary than --vocab_file="
                                 f"{vocab_file} (sha256 differs); train with the generator's vocabulary "
                                 f"{metadata.get('vocab_file')} or regenerate the data")
+        if vocab_sha256 and not (found and found[1].get("vocab_sha256")):
+            logging.warning("%s: records without metadata.json naming their vocabulary (the original generator's): "
+                            "--vocab_file=%s is not checked against them", directory or ".", vocab_file)
         if objective == "ltr" and (not found or found[1].get("flags", {}).get("random_next_sentence") is not False):
             where = found[0] if found else f"{first}: records without metadata.json (the original generator's)"
             raise DataError(f"{where}: the records may pair A with a random B, which a left-to-right LM would learn "
@@ -487,8 +490,11 @@ def run_pretraining(config, input_file, output_dir: str, options: PretrainingOpt
                 staging.copy_file(options.vocab_file, os.path.join(export, "vocab.txt"))
             results["train"]["export"] = export
     else:  # evaluate what is there (checked above)
-        results["checkpoint"] = checkpoints.restore_weights(model, tf.train.latest_checkpoint(output_dir)
-                                                            or options.init_checkpoint)
+        latest = tf.train.latest_checkpoint(output_dir)
+        if latest and options.init_checkpoint:  # as the original's Estimator, which evaluates its model_dir's
+            logging.warning("--init_checkpoint=%s is not read: evaluating %s, the --output_dir's checkpoint",
+                            options.init_checkpoint, latest)
+        results["checkpoint"] = checkpoints.restore_weights(model, latest or options.init_checkpoint)
         results["step"] = checkpoint_step(results["checkpoint"])
     if options.do_eval:
         dataset = pretraining_dataset(files, options.max_seq_length, options.max_predictions_per_seq,

@@ -173,6 +173,8 @@ def train(model, strategy, dataset_fn, output_dir: str, *, num_train_steps: int,
                 done * max(1, context.num_replicas_in_sync // context.num_input_pipelines))))
     elif init_checkpoint:
         checkpoints.restore_weights(model, init_checkpoint)
+    if latest and init_checkpoint:  # as the original's Estimator, which restores its model_dir first
+        logging.warning("--init_checkpoint=%s is not read: resuming from %s", init_checkpoint, latest)
     logging.info("training on %d replica(s)", strategy.num_replicas_in_sync)  # after the checks of what it starts from
     # Every worker takes part in saving (it is collective); only the chief's copy is kept.
     directory = output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")  # local: only the chief's counts

@@ -525,7 +525,7 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(data, tmp_path):
                                   a["bert/embeddings/word_embeddings"])
 
 
-def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp_path):
+def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp_path, caplog):
     import gzip
 
     from bert_tf.pretraining import DataError, PretrainingOptions, check_records, run_pretraining
@@ -580,6 +580,10 @@ def test_records_that_do_not_fit_the_flags_are_refused_before_training(data, tmp
 
     (bare / "empty.tfrecord").write_bytes(b"")
     check_records([str(bare / "empty.tfrecord"), str(bare / "part.tfrecord")], SEQ, PREDS)
+    # a vocabulary given for records without metadata cannot be checked: a warning says so
+    with caplog.at_level("WARNING"):
+        check_records([str(bare / "part.tfrecord")], SEQ, PREDS, vocab_file=str(data / "vocab.txt"))
+    assert f"{bare}: records without metadata.json naming their vocabulary" in caplog.text
     zipped = [str(bare / "empty.tfrecord"), str(bare / "part.tfrecord.gz")]
     check_records(zipped, SEQ, PREDS)
     read = sum(len(y["next_sentence_labels"]) for _, y in pretraining_dataset(zipped, SEQ, PREDS, 8, is_training=False))
@@ -1099,7 +1103,7 @@ def test_jit_compiled_training_step_matches_the_plain_one(data, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)  # XLA fuses and reorders float sums
 
 
-def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, tmp_path):
+def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, tmp_path, caplog):
     """eval_results.txt's global_step is the trained step also when nothing is trained in the evaluating run:
     from the run's own checkpoint, and from the released-layout bert_model.ckpt (which carries the original's
     global_step); weights that record no step (HF) leave the line out rather than claim 0."""
@@ -1130,3 +1134,8 @@ def test_evaluation_alone_reports_the_step_of_the_checkpoint_it_evaluates(data, 
         warnings.simplefilter("always")
         assert step_written("run", dataclasses.replace(evaluate, max_eval_steps=None)) == (7, ["global_step = 7"])
     assert not [w for w in caught if "ran out of data" in str(w.message)]
+    # --init_checkpoint beside a run's own checkpoint is not read, as the original's Estimator: a warning says so
+    with caplog.at_level("WARNING"):
+        assert step_written("run", dataclasses.replace(evaluate, init_checkpoint=str(
+            tmp_path / "nostep" / "bert_model.ckpt"))) == (7, ["global_step = 7"])
+    assert "nostep/bert_model.ckpt is not read: evaluating" in caplog.text

@@ -23,7 +23,8 @@ flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated l
 flags.DEFINE_string("output_dir", None, "Where checkpoints, TensorBoard logs and results are written.")
 flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1 checkpoint or one of ours (prefix or "
                     "directory). Weights only; resuming is automatic from --output_dir.")
-flags.DEFINE_string("vocab_file", None, "Optional: checked against the vocabulary hash in the records' metadata.")
+flags.DEFINE_string("vocab_file", None, "Optional: checked against the vocabulary hash in the records' metadata "
+                    "(records without one, the original generator's, are not checked: a warning says so).")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the records.")
 flags.DEFINE_bool("do_train", False, "Whether to train.")
