@@ -85,6 +85,8 @@ def default_num_workers(options: Options) -> int:
 
 def output_paths(output_file: str, num_output_shards: int | None) -> list[str]:
     """`--output_file` as a comma list of files, or a directory (existing or ending in '/') with N shards."""
+    if num_output_shards is not None and num_output_shards < 1:
+        raise ValueError(f"--num_output_shards={num_output_shards} must be at least 1")
     if num_output_shards and "," in output_file:
         raise ValueError(f"--num_output_shards={num_output_shards} names the shards of one directory, but "
                          f"--output_file={output_file} lists files; give a directory, or leave out --num_output_shards")

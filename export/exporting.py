@@ -51,6 +51,8 @@ def export(kind: str, export_dir: str, *, model_dir: str | None = None, vocab_fi
         raise ValueError(f"--seq_length={seq_length} must be at least 1 (leave it out for the model's own)")
     if doc_stride is not None and doc_stride < 1:
         raise ValueError(f"--doc_stride={doc_stride} must be at least 1 (leave it out for the model's own)")
+    if top_k < 1:
+        raise ValueError(f"--top_k={top_k} must be at least 1")
     if dtype is not None and kind == "preprocessor":
         raise ValueError("--kind=preprocessor has no model; drop --dtype")
     if dtype == INFERENCE_POLICY and kind == "encoder":
@@ -175,6 +177,9 @@ def _pretrained_module(kind, bert_config_file, init_checkpoint, vocab_file, do_l
     if not has_mlm:
         raise ValueError(f"--init_checkpoint={init_checkpoint}: no masked-LM head (cls/predictions/*) in this "
                          "checkpoint; --kind=mlm needs a pretraining checkpoint (run_pretraining writes one)")
+    vocab_size = pretrainer.encoder.bert_config.vocab_size
+    if top_k > vocab_size:
+        raise ValueError(f"--top_k={top_k} is more than the model's {vocab_size} word pieces")
     preprocessor = Preprocessor(vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case,
                                 seq_length=seq_length)
     if "[MASK]" not in preprocessor.tokenizer.vocab:

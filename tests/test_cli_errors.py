@@ -36,6 +36,10 @@ class Case:
     expect: str
     midway: bool = False
 
+    def __post_init__(self):  # a flag given again replaces the shared lists' (the CLIs warn of a flag given twice)
+        names = [arg.split("=", 1)[0] for arg in self.args]
+        self.args = [arg for i, arg in enumerate(self.args) if names[i] not in names[i + 1:]]
+
     @property
     def program(self):
         return self.module.rsplit(".", 1)[-1]
@@ -211,6 +215,9 @@ CASES = [
          r"--vocab_file=.*vocab_big\.txt has 41 tokens but the model's vocab_size is 40 \(--bert_config_file\)"),
     Case("rp-vocab-past-config", RP, PRE + ["--output_dir={out}/new", "--do_train", "--vocab_file={in}/vocab_big.txt"],
          r"vocab_big\.txt has 41 tokens but the model's vocab_size is 40"),
+    Case("cc-vocab-past-config", CC, ["--input={in}/good/bert_model.ckpt", "--output={out}/new/",
+                                      "--vocab_file={in}/vocab_big.txt"],
+         r"--vocab_file=.*vocab_big\.txt has 41 tokens but the model's vocab_size is 40 \(--input=.*good"),
     Case("rc-checkpoint-deeper", RC, SST + ["--init_checkpoint={in}/deep/bert_model.ckpt", "--output_dir={out}/new",
                                             "--do_train"], r"deep/bert_model\.ckpt: its encoder has 2 layers, the "
          r"model's config 1; set num_hidden_layers to 2"),
@@ -246,8 +253,15 @@ CASES = [
                                     "--doc_stride=-4"], r"--doc_stride=-4 must be at least 1"),
     Case("bv-negative-unused", BV, ["--input_file={in}/corpus.txt", "--output_file={out}/new/vocab.txt",
                                     "--num_unused=-5"], r"--num_unused=-5 must be 0 or more"),
+    Case("ex-zero-top-k", EX, ["--kind=mlm", "--bert_config_file={in}/bert_config.json", "--export_dir={out}/new/1",
+                               "--top_k=0"], r"--top_k=0 must be at least 1"),
+    Case("cpd-zero-shards", CPD, GEN + ["--input_file={in}/corpus.txt", "--output_file={out}/new/",
+                                        "--num_output_shards=0"], r"--num_output_shards=0 must be at least 1"),
     Case("ex-zero-seq-length", EX, ["--kind=classifier", "--model_dir={in}/grid_run", "--export_dir={out}/new/1",
                                     "--seq_length=0"], r"--seq_length=0 must be at least 1"),
+    Case("cc-hf-format-ckpt-name", CC, ["--input={in}/good/bert_model.ckpt", "--output={out}/new/model.ckpt",
+                                        "--output_format=hf"], r"--output=.*model.ckpt: the name says another format "
+         r"than --output_format=hf"),
     Case("cc-stale-vocab-beside", CC, ["--input={in}/good/bert_model.ckpt", "--output={in}/stale/bert_model.ckpt"],
          r"stale/vocab\.txt is there already, from an earlier model, and the input has no vocabulary to replace it"),
     # numbers out of range, each named
@@ -414,6 +428,19 @@ def test_cli_error(case, results):
     assert re.search(case.expect, lines[0][len(case.program) + 9:]), lines[0]
     assert stderr.rstrip().endswith(lines[0])
     assert after == before, f"the case directory changed: {sorted(set(after) ^ set(before))}"
+
+
+def test_a_flag_given_twice_is_said_and_the_last_is_used(tmp_path):
+    """absl takes the last of a flag given twice without a word (a grid flag given twice would train one value):
+    the command says so in one line, and goes on with the last (here, to its refusal of it)."""
+    out = forking.python(["-m", CPD, f"--input_file={tmp_path}/missing.txt", f"--output_file={tmp_path}/out/",
+                          "--vocab_file=v.txt", "--num_output_shards=2", "--num_output_shards=0"],
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and lines == [
+        "create_pretraining_data: warning: --num_output_shards is given 2 times; the last is used, "
+        "--num_output_shards=0 (a grid flag takes a comma list)",
+        "create_pretraining_data: error: --num_output_shards=0 must be at least 1"], out.stderr
 
 
 # ---------------------------------------------------------------------------------- failures met during the work

@@ -16,6 +16,7 @@ from bert_tf.checkpoints.kerashub import is_keras_hub, load_keras_hub, save_kera
 from bert_tf.checkpoints.model_garden import is_model_garden, load_model_garden
 from bert_tf.checkpoints.names import CheckpointError, fewer_layers_allowed
 from bert_tf.checkpoints.original import load_original, save_original
+from bert_tf.config import check_fits
 
 FORMATS = {"original": "original TF1 checkpoint", "keras": "Keras model", "hf": "HF transformers directory",
            "keras_hub": "keras-hub preset"}
@@ -35,6 +36,9 @@ def output_format(output, fmt: str = "auto") -> tuple[str, str]:
         raise ValueError(f"--output={output}: an original checkpoint is named PREFIX.ckpt")
     if fmt == "keras" and not output.endswith(".keras"):
         raise ValueError(f"--output={output}: Keras saves a model only to a name ending in .keras")
+    if fmt == "hf" and (re.search(r"\.ckpt(-\d+)?$", output) or output.endswith(".keras")):
+        raise ValueError(f"--output={output}: the name says another format than --output_format=hf; give a directory "
+                         "or DIR/model.safetensors")
     if re.search(r"\.ckpt(-\d+)?$", output):
         return "original", output
     if output.endswith(".keras"):
@@ -171,6 +175,8 @@ def convert(input_path, output, input_format="auto", bert_config_file=None, mode
                              "has no vocabulary to replace it; give --vocab_file (this model's), or write to "
                              "another directory")
 
+    if vocab_file is not None:  # ids past the embedding table would fail in whatever reads the output
+        check_fits(getattr(built, "encoder", built).bert_config, vocab_file, source=f"--input={input_path}")
     if fmt == "keras":
         fileio.makedirs(fileio.dirname(fileio.absolute(target)))
         with staging.staged_file(target, suffix=".keras") as tmp:  # Keras saves only to a name ending in .keras

@@ -62,9 +62,10 @@ def _freeze_heap_at_exit() -> None:
 
 
 def _parse_flags(argv):
-    """absl's flag parsing, its errors (a bad value, an unknown flag, required flags missing) as one line."""
+    """absl's flag parsing, its errors (a bad value, an unknown flag, required flags missing) as one line; a flag
+    given twice, which absl takes the last of without a word (a grid flag given twice trains one value), is said."""
     try:
-        return absl_flags.FLAGS(argv)
+        parsed = absl_flags.FLAGS(argv)
     except absl_flags.Error as e:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         missing = [m.group(1) for m in (re.fullmatch(r"flag --(\w+)=None: Flag --\1 must have a value other than "
@@ -74,6 +75,20 @@ def _parse_flags(argv):
         else:
             message = "; ".join(lines)
         fail(f"{message} (--helpshort lists the flags)")
+    given: dict = {}
+    for arg in argv[1:argv.index("--") if "--" in argv else len(argv)]:
+        name = arg.lstrip("-").split("=", 1)[0]
+        if not arg.startswith("-") or not name:
+            continue
+        if name not in absl_flags.FLAGS and name.startswith("no") and name[2:] in absl_flags.FLAGS:
+            name = name[2:]
+        if name in absl_flags.FLAGS and not isinstance(absl_flags.FLAGS[name], absl_flags.MultiFlag):
+            given.setdefault(name, []).append(arg)
+    for name, args in given.items():
+        if len(args) > 1:  # overriding an earlier flag is a shell script's idiom: said, not refused
+            print(f"{_program}: warning: --{name} is given {len(args)} times; the last is used, {args[-1]} (a grid "
+                  "flag takes a comma list)", file=sys.stderr, flush=True)
+    return parsed
 
 
 def _run_writing(main, argv, outputs: dict, flag_values=None):
