@@ -282,6 +282,8 @@ CASES = [
          r"--dropout_rate=1.5 must be at least 0 and below 1"),
     Case("rc-vocab-is-a-directory", RC, SST + [GOOD, "--output_dir={out}/new", "--do_train", "--vocab_file={in}/glue"],
          r"glue: a directory; give the vocab.txt file in it"),
+    Case("ef-numbering-unused", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--layer_numbering=paper"],
+         r"--layer_numbering=paper says what a non-negative --layers number means, and --layers=-1 has none"),
     Case("ef-zero-batch", EF, FEAT + [GOOD, "--output_file={out}/new/f.jsonl", "--batch_size=0"],
          r"--batch_size=0 must be at least 1"),
     Case("ex-encoder-untrained", EX, ["--kind=encoder", "--bert_config_file={in}/bert_config.json",

@@ -47,6 +47,9 @@ def main(argv):
                              "-1,-2,-3,-4)") from None
         if f.batch_size < 1:
             raise ValueError(f"--batch_size={f.batch_size} must be at least 1")
+        if f.layer_numbering is not None and all(layer < 0 for layer in layers):
+            raise ValueError(f"--layer_numbering={f.layer_numbering} says what a non-negative --layers number means, "
+                             f"and --layers={f.layers} has none; drop the flag")
         pairs = read_lines(f.input_file)
         tokenizer = FullTokenizer(f.vocab_file, do_lower_case=f.do_lower_case)
         config = BertConfig.from_json_file(f.bert_config_file)
