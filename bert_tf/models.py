@@ -504,7 +504,9 @@ class BertFeatureTagger(_TaskModel):
     dropout) and its weights never change. Outputs `logits` float32 [batch, seq, num_classes], as `BertTokenClassifier`.
 
     Args:
-      encoder: a `BertEncoder` or `BertConfig` (its weights are what is probed: load them before training).
+      encoder: a `BertEncoder` or `BertConfig` (its weights are what is probed: load them before training). The
+        probe owns it: an encoder given is frozen and set to inference mode (`inference_only`) for every model
+        that uses it; give the probe an encoder of its own.
       num_classes: tags.
       combination: one of `COMBINATIONS`.
       lstm_units: each LSTM's width per direction (the paper: 768).

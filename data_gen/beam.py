@@ -21,7 +21,6 @@ An output prefix that already has shards, or a directory with another run's meta
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 
@@ -148,13 +147,9 @@ def _unknown_to_beam(args: list[str]) -> list[str]:
     would drop them with a warning, and the run would go on without them."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    unknown = []
-    for arg in args:
-        if arg.startswith("-"):
-            options = PipelineOptions([arg])
-            if set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options()):
-                unknown.append(arg)
-    return unknown
+    options = PipelineOptions(args)
+    unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
+    return [arg for arg in args if arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] in unknown]
 
 
 def parse_args(argv=None):

@@ -82,7 +82,8 @@ def _within(learned: list[str], room: int, vocab_size: int) -> list[str]:
     if len(needed) > room:
         raise ValueError(f"--vocab_size={vocab_size}: the corpus's {len(chars)} characters need {len(needed)} "
                          f"pieces (each alone and as a word's continuation) beside the {vocab_size - room} reserved "
-                         f"tokens; give at least {vocab_size - room + len(needed)}, or fewer --num_unused")
+                         f"tokens; give at least {vocab_size - room + len(needed)}"
+                         + (", or fewer --num_unused" if vocab_size - room > 5 else ""))
     spare = room - len(needed)
     kept = []
     for token in learned:  # most frequent first after the characters, as the learner orders them

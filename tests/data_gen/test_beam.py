@@ -136,6 +136,8 @@ def test_flags_take_absls_spellings_and_a_flag_nobody_knows_is_refused(capsys):
         assert beam_args == [], flags
     args, options, beam_args = parse_args([*base, "--nogzip", "--runner=DirectRunner", "--", "--direct_num_workers=2"])
     assert not args.gzip and beam_args == ["--runner=DirectRunner", "--direct_num_workers=2"]
+    args, options, beam_args = parse_args([*base, "--runner", "DirectRunner", "--max_seq_length", "64"])
+    assert options.max_seq_length == 64 and beam_args == ["--runner", "DirectRunner"]
     for bad in ("--dupe_factr=3", "--do_lower_case=maybe"):
         with pytest.raises(SystemExit) as stopped:
             parse_args([*base, bad])
