@@ -591,7 +591,7 @@ def test_a_run_beside_another_set_in_its_directory_is_refused_rather_than_delete
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_a_stop_waits_for_tensorflow_and_one_during_the_commit_lets_it_finish(corpus, vocab_file, tmp_path,
-                                                                             monkeypatch, caplog, sig):
+                                                                             monkeypatch, caplog, request, sig):
     """A signal that lands while TensorFlow tokenizes a window is raised once the tokenizer has returned (an
     exception from inside TensorFlow's wrappers can leave them half done), and the run cleans up; one that lands
     while the shards are renamed into place waits for the commit, which completes, and is dropped with a warning
@@ -601,6 +601,10 @@ def test_a_stop_waits_for_tensorflow_and_one_during_the_commit_lets_it_finish(co
     from data_gen.stops import Terminated
 
     stopped = Terminated if sig == signal.SIGTERM else KeyboardInterrupt
+    if sig == signal.SIGINT:  # Python's own, as in a terminal (pytest-xdist's workers ignore SIGINT)
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        # (a handler set outside Python reads as None, and can only be put back as the default action)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous))
     handler = signal.getsignal(sig)
     out = tmp_path / "out"
     run_generate(corpus, out, vocab_file, shards=2, dupe_factor=1)
