@@ -511,19 +511,19 @@ def check_fits_model(output_dir, model, options, config=None, vocab_file=None) -
     than task.json's, a `--dtype` other than the saved model's (the families check their own settings). A given
     `--init_checkpoint` is not read (as the original's Estimator, which restores the output directory's
     checkpoint): a warning says so."""
+    from bert_tf.records import file_sha256
     from bert_tf.tasks import task_info
 
-    ours = getattr(model, "encoder", model).bert_config
     if config is not None:
+        given, ours = config.to_dict(), getattr(model, "encoder", model).bert_config.to_dict()
         free = {"hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"}
-        differ = sorted(key for key, value in config.to_dict().items()
-                        if key not in free and ours.to_dict().get(key) != value)
+        differ = sorted(key for key, value in given.items() if key not in free and ours.get(key) != value)
         if differ:
-            raise ValueError(f"--bert_config_file: {', '.join(f'{k}={config.to_dict()[k]}' for k in differ)}, but the "
-                             f"model fine-tuned in --output_dir={output_dir} has "
-                             f"{', '.join(str(ours.to_dict().get(k)) for k in differ)}; give its bert_config.json")
+            theirs = ", ".join(str(ours.get(k)) for k in differ)
+            raise ValueError(f"--bert_config_file: {', '.join(f'{k}={given[k]}' for k in differ)}, but the model "
+                             f"fine-tuned in --output_dir={output_dir} has {theirs}; give its bert_config.json")
     saved_vocab = os.path.join(output_dir, "vocab.txt")
-    if vocab_file is not None and fileio.exists(saved_vocab) and _bytes(vocab_file) != _bytes(saved_vocab):
+    if vocab_file is not None and fileio.exists(saved_vocab) and file_sha256(vocab_file) != file_sha256(saved_vocab):
         raise ValueError(f"--vocab_file={vocab_file} is not the vocabulary the model in --output_dir={output_dir} was "
                          f"fine-tuned with; give {saved_vocab}")
     policy = getattr(model.dtype_policy, "name", str(model.dtype_policy))
@@ -545,11 +545,6 @@ def refuse_other_than_saved(output_dir: str, flag: str, given, saved) -> None:
     if saved is not None and given != saved:
         raise ValueError(f"--{flag}={given}: the model in --output_dir={output_dir} was fine-tuned with {saved} "
                          "(task.json), which evaluation and prediction alone use; leave the flag out")
-
-
-def _bytes(path: str) -> bytes:
-    with fileio.open(path, "rb") as f:
-        return f.read()
 
 
 def write_json(path, data):

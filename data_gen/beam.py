@@ -133,13 +133,15 @@ def remove_leftovers(output_prefix: str) -> list[str]:
 
 
 def _bool(text: str) -> bool:
-    """A boolean flag's value as absl reads it (create_pretraining_data's flags are absl's)."""
-    value = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(text.lower())
-    if value is None:
-        import argparse
+    """A boolean flag's value read by absl's own parser (create_pretraining_data's flags are absl's)."""
+    import argparse
 
-        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-    return value
+    from absl import flags
+
+    try:
+        return flags.BooleanParser().parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false") from None
 
 
 def _unknown_to_beam(args: list[str]) -> list[str]:
