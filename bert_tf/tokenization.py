@@ -354,9 +354,8 @@ class InGraphTokenizer:
     """In-graph WordPiece tokenizer: string tensor [batch] -> ragged int64 ids [batch, (pieces)] (`tokenize`).
 
     Same output as `FullTokenizer` (tested token for token against it and against HF `tokenizers`). With
-    `tokenize_with_offsets` it also returns byte offsets [start, end) of every piece in the input string; pieces of
-    a word whose normalisation changed its bytes (accents stripped, case changed outside ASCII, controls removed)
-    all get the span of the whole word, which is what answer extraction and word-level tagging need.
+    `tokenize_with_offsets` it also returns byte offsets [start, end) of every piece in the input string: the input
+    characters the piece's normalised bytes came from (`_Alignment`), as HF `tokenizers` reports them.
 
     It needs TensorFlow and tensorflow-text only; `BertTokenizerLayer` (`bert_tf.tokenizer_layer`) is the same
     tokenizer as a Keras layer, for models, `tf.data` and SavedModels. data_gen's main process tokenizes with this
@@ -435,6 +434,12 @@ class InGraphTokenizer:
         these offsets cuts the dropped text (the raw-text exports do)."""
         if not with_offsets:  # fast path, whole lines at a time
             return self._split_normalized(self._normalize_lines(text)), None, None
+        words, starts, ends, _ = self._split_words_aligned(text)
+        return words, starts, ends
+
+    def _split_words_aligned(self, text):
+        """`split_words` with offsets, and a function (words' flat index, byte offsets into the normalised word)
+        -> byte offsets into the input, for the pieces of the words (`_Alignment`)."""
         text = drop_invalid_utf8(text)
         # tf-text's regex split stops at NUL; U+0001 is removed like NUL and has the same length, so offsets hold.
         text = tf.strings.regex_replace(text, r"\x00", "\x01")
@@ -442,55 +447,37 @@ class InGraphTokenizer:
         tokens, starts, ends = _regex_split_with_offsets(text, f"{_SPACE}+|{_CJK}", _CJK)
         flat = tokens.flat_values
         norm = self._normalize(flat)
-        words = _regex_split_with_offsets(norm, _PUNCT, _PUNCT)[0]
-        # Offsets: split the raw tokens the same way; where a token yields as many pieces raw as normalised (all but
-        # contrived cases), piece k's raw span is piece k's span, else every piece gets the whole token's span.
-        raw, r_starts, r_ends = _regex_split_with_offsets(flat, _PUNCT, _PUNCT)
-        row = row_ids(words)
-        k = tf.range(tf.size(words.flat_values, out_type=tf.int64)) - tf.gather(words.row_splits, row)
-        aligned = tf.gather(tf.equal(words.row_lengths(), raw.row_lengths()), row)
-        index = tf.minimum(tf.gather(raw.row_splits, row) + k, tf.maximum(tf.size(raw.flat_values,
-                                                                                  out_type=tf.int64) - 1, 0))
-        token_start, token_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
-        safe = lambda t: tf.gather(tf.concat([t, [0]], 0), index)  # noqa: E731  (raw may be empty)
-        start = tf.where(aligned, token_start + safe(r_starts.flat_values), token_start)
-        end = tf.where(aligned, token_start + safe(r_ends.flat_values), token_end)
+        words, word_starts, word_ends = _regex_split_with_offsets(norm, _PUNCT, _PUNCT)
+        alignment = _Alignment(flat, norm, self._normalize, self.do_lower_case)
+        token = row_ids(words)
+        token_start = tf.gather(starts.flat_values, token)
+        start = token_start + alignment.to_input(token, word_starts.flat_values, end=False)
+        end = token_start + alignment.to_input(token, word_ends.flat_values, end=True)
+
+        def to_input(word, offsets, end):  # offsets into the normalised word -> into the input
+            return (tf.gather(token_start, word)
+                    + alignment.to_input(tf.gather(token, word), tf.gather(word_starts.flat_values, word) + offsets,
+                                         end=end))
+
         merged = merge_words(tokens.with_flat_values(words))  # [batch, (tokens), (words)] -> [batch, (words)]
-        return merged, merged.with_flat_values(start), merged.with_flat_values(end)
+        return merged, merged.with_flat_values(start), merged.with_flat_values(end), to_input
 
     def tokenize_words_with_offsets(self, text):
         """strings [batch] -> (ids [batch, (words), (pieces)], word starts, word ends [batch, (words)], piece
         starts, piece ends [batch, (words), (pieces)]), offsets in input bytes; words as the basic tokenizer splits
-        them (whitespace, punctuation, CJK), each with at least one piece."""
+        them (whitespace, punctuation, CJK), each with at least one piece. A piece spans the input characters its
+        normalised bytes came from (as HF `tokenizers` reports them): one character may be in several pieces (a
+        Hangul syllable's letters), and characters normalisation removed (controls, stripped accents) are outside
+        every piece but inside the word. A word over 200 characters is one `[UNK]` over the whole word."""
         text = tf.convert_to_tensor(text, tf.string)
-        words, starts, ends = self.split_words(text)
+        words, starts, ends, to_input = self._split_words_aligned(text)
         flat, too_long = _cap_long_words(words.flat_values)
         ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(flat)
-        row = row_ids(ids)
-        word_start, word_end = tf.gather(starts.flat_values, row), tf.gather(ends.flat_values, row)
-        # Inside a word, piece offsets are exact when normalisation kept its bytes (the ASCII case among others).
-        same_length = tf.equal(ends.flat_values - starts.flat_values, tf.cast(tf.strings.length(flat), tf.int64))
-        exact = tf.gather(same_length & ~too_long, row)
-        # Where it kept the number of characters instead (accents stripped from precomposed letters: "déjà" ->
-        # "deja"), character k of the normalised word is character k of the input word, so a piece's span maps
-        # through character counts; the original's answer text (get_final_text) maps pieces back the same way.
-        clean = drop_invalid_utf8(text)
-        original = tf.strings.substr(tf.gather(clean, row_ids(words)), starts.flat_values,
-                                     ends.flat_values - starts.flat_values)
-        same_chars = tf.gather(tf.equal(tf.strings.length(original, unit="UTF8_CHAR"),
-                                        tf.strings.length(flat, unit="UTF8_CHAR")) & ~too_long, row)
-        piece_word, piece_original = tf.gather(flat, row), tf.gather(original, row)
-
-        def to_input_bytes(normalised_bytes):
-            zero = tf.zeros_like(normalised_bytes)
-            characters = tf.strings.length(tf.strings.substr(piece_word, zero, normalised_bytes), unit="UTF8_CHAR")
-            return tf.cast(tf.strings.length(tf.strings.substr(piece_original, tf.zeros_like(characters), characters,
-                                                               unit="UTF8_CHAR")), tf.int64)
-
-        mapped_start = word_start + to_input_bytes(piece_starts.flat_values)
-        mapped_end = word_start + to_input_bytes(piece_ends.flat_values)
-        start = tf.where(exact, word_start + piece_starts.flat_values, tf.where(same_chars, mapped_start, word_start))
-        end = tf.where(exact, word_start + piece_ends.flat_values, tf.where(same_chars, mapped_end, word_end))
+        word = row_ids(ids)
+        long_piece = tf.gather(too_long, word)
+        start = tf.where(long_piece, tf.gather(starts.flat_values, word),
+                         to_input(word, piece_starts.flat_values, end=False))
+        end = tf.where(long_piece, tf.gather(ends.flat_values, word), to_input(word, piece_ends.flat_values, end=True))
         by_word = words.with_flat_values(ids)
         return by_word, starts, ends, by_word.with_flat_values(start), by_word.with_flat_values(end)
 
@@ -529,6 +516,55 @@ def __getattr__(name):
 
         return BertTokenizerLayer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Alignment:
+    """Where the bytes of normalised whitespace tokens came from in the input tokens.
+
+    Normalisation (step 2) maps each input character to zero or more characters on its own: removal, lower-casing
+    (whose one context rule, the final sigma, keeps the length), NFD and mark stripping. So the byte lengths of the
+    characters normalised one by one add up to the token's normalised bytes, and byte b of the normalised token came
+    from the input character whose share covers it. Tokens that normalisation changed at most by ASCII lower-casing
+    map byte for byte and skip the per-character work (most English tokens). Where NFD reorders combining marks it
+    keeps (a few Mc viramas), a piece boundary inside such a run can shift by a mark; a token whose shares do not
+    add up (none known) maps every offset to its ends.
+
+    Args:
+      raw: input tokens [n]; norm: the same normalised [n]; normalize: step 2 on strings; lower: `do_lower_case`.
+    """
+
+    def __init__(self, raw, norm, normalize, lower: bool):
+        self.raw_length = tf.cast(tf.strings.length(raw), tf.int64)
+        self.same = tf.equal(norm, tf.strings.lower(raw) if lower else raw)  # ASCII-only lower-casing
+        changed = tf.where(~self.same)[:, 0]
+        # characters, with tf-text's regex split, which the tokenizer uses anyway (core TF's unicode_split adds ops)
+        chars = _regex_split_with_offsets(tf.gather(raw, changed), "(?s).", "(?s).")[0]
+        norm_bytes = tf.cast(tf.strings.length(normalize(chars.flat_values)), tf.int64)
+        raw_bytes = tf.cast(tf.strings.length(chars.flat_values), tf.int64)
+        self.norm_end = tf.cumsum(norm_bytes)  # over all changed tokens' characters: sorted
+        self.raw_end = tf.concat([tf.cumsum(raw_bytes), [0]], 0)
+        self.raw_start = tf.concat([self.raw_end[:-1] - raw_bytes, [0]], 0)
+        norm_ends, raw_ends = tf.concat([[0], self.norm_end], 0), tf.concat([[0], self.raw_end[:-1]], 0)
+        first, after = chars.row_splits[:-1], chars.row_splits[1:]
+        self.norm_base = tf.concat([tf.gather(norm_ends, first), [0]], 0)
+        self.raw_base = tf.concat([tf.gather(raw_ends, first), [0]], 0)
+        adds_up = tf.equal(tf.gather(norm_ends, after) - tf.gather(norm_ends, first),
+                           tf.cast(tf.strings.length(tf.gather(norm, changed)), tf.int64))
+        self.adds_up = tf.concat([adds_up, [False]], 0)
+        # each token's row among the changed ones; the unchanged point past them, at the sentinels above
+        self.slot = tf.where(self.same, tf.size(changed, out_type=tf.int64),
+                             tf.cumsum(tf.cast(~self.same, tf.int64)) - 1)
+
+    def to_input(self, token, offsets, end: bool):
+        """Byte offsets into normalised tokens (int64 [k], token index [k]) -> into the input tokens: a start to the
+        start of the character it came from, an end to the end of the character its last byte came from."""
+        slot = tf.gather(self.slot, token)
+        position = tf.gather(self.norm_base, slot) + offsets
+        char = tf.searchsorted(self.norm_end, position, side="left" if end else "right", out_type=tf.int64)
+        mapped = tf.gather(self.raw_end if end else self.raw_start, char) - tf.gather(self.raw_base, slot)
+        fallback = tf.gather(self.raw_length, token) if end else tf.zeros_like(offsets)
+        return tf.where(tf.gather(self.same, token), offsets,
+                        tf.where(tf.gather(self.adds_up, slot), mapped, fallback))
 
 
 def _regex_split_with_offsets(strings, delimiter: str, keep: str):
