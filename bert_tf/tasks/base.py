@@ -64,6 +64,13 @@ class TextLines:
         return "".join(self)
 
 
+def malformed_test_row(path: str, number: int, found: int, needed: int) -> str:
+    """The message refusing a test file's row with too few columns: test predictions are written one line per row
+    (the original's test_results.tsv), so skipping it, as training and dev rows are, would shift every later line."""
+    return (f"{path}:{number}: {found} column(s) where the test rows need {needed}; fix or remove the row (its "
+            f"predictions are one line per row, so skipping it would put every later prediction on the wrong row)")
+
+
 def open_text(path: str) -> TextLines:
     """A UTF-8 text file's lines (`TextLines`), for `with open_text(path) as f:`."""
     return TextLines(path)

@@ -1,8 +1,10 @@
 """The GLUE tasks (paper section 4.1): their TSV files as distributed by the GLUE benchmark, or their TFDS copies,
 their labels and official metrics, and the GLUE submission format of test predictions.
 
-Each task is a `GlueTask` with a column spec per split; the readers skip malformed rows (QQP has a few) with a
-count in the log, and stop with a message naming file and line when a label is not one of the task's.
+Each task is a `GlueTask` with a column spec per split; the readers skip malformed rows of training and dev files
+(QQP has a few) with a count in the log, and stop with a message naming file and line when a label is not one of the
+task's, or when a test file has a malformed row (its predictions are one line per row, and a skipped row would move
+every later line onto the wrong example).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from absl import logging
 
 from bert_tf import fileio, staging
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Example, Task, open_text, tfds_rows
+from bert_tf.tasks.base import DataError, Example, Task, malformed_test_row, open_text, tfds_rows
 
 _METRICS = {"accuracy": metrics_lib.accuracy, "f1": metrics_lib.f1, "mcc": metrics_lib.matthews_corrcoef,
             "pearson": metrics_lib.pearson, "spearman": metrics_lib.spearman}
@@ -64,6 +66,8 @@ class GlueTask(Task):
                 needed = max(c for c in (columns.text_a, columns.text_b, columns.label, columns.guid)
                              if c is not None)  # a label at -1 (the last column) needs no more
                 if len(row) <= needed:
+                    if split.startswith("test"):
+                        raise DataError(malformed_test_row(path, number, len(row), needed + 1))
                     malformed += 1
                     continue
                 label = None if columns.label is None else row[columns.label]

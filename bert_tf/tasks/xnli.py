@@ -13,7 +13,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import DataError, Example, Task, open_text
+from bert_tf.tasks.base import DataError, Example, Task, malformed_test_row, open_text
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 
@@ -34,7 +34,11 @@ class XnliTask(Task):
             rows, columns = self._rows(path), 8
             examples = [Example(f"{split}-{n}", row[6], row[7], self._label(row[1], path, n))
                         for n, row in rows if len(row) >= columns and row[0] == self.language]
-        malformed = sum(len(row) < columns for _, row in rows)
+        short = [n for n, row in rows if len(row) < columns]
+        if short and split.startswith("test"):
+            found = next(len(row) for n, row in rows if n == short[0])
+            raise DataError(malformed_test_row(path, short[0], found, columns))
+        malformed = len(short)
         if malformed:  # as the GLUE readers say it
             logging.warning("%s: skipped %d malformed line(s) with too few columns", path, malformed)
         if not examples:

@@ -76,6 +76,11 @@ def test_bad_rows_are_counted_or_named(tmp_path, caplog):
     _write(tmp_path / "test.tsv", [["id", "question1", "question2"]])
     with pytest.raises(DataError, match="test.tsv: no usable examples"):
         qqp.examples(str(tmp_path), "test")
+    # a test row is refused, not skipped: predictions are one line per row, and later lines would shift
+    _write(tmp_path / "test.tsv", [["id", "question1", "question2"], [0, "How?", "Why?"], [1, "truncated"],
+                                   [2, "A", "B"]])
+    with pytest.raises(DataError, match=r"test.tsv:3: 2 column\(s\) where the test rows need 3; fix or remove"):
+        qqp.examples(str(tmp_path), "test")
     with pytest.raises(DataError, match="rte.*not found|not found.*rte"):
         get_task("rte").examples(str(tmp_path / "nowhere"), "train")
     # a stray carriage return inside a line joins its two sides, as TensorFlow's GFile (the original's reader) reads
@@ -92,6 +97,9 @@ def test_bad_rows_are_counted_or_named(tmp_path, caplog):
     caplog.clear()
     (example,) = get_task("xnli").examples(str(tmp_path), "dev")
     assert example.label == "neutral" and "xnli.dev.tsv: skipped 1 malformed line(s)" in caplog.text
+    (tmp_path / "xnli.test.tsv").write_bytes((tmp_path / "xnli.dev.tsv").read_bytes())
+    with pytest.raises(DataError, match=r"xnli.test.tsv:2: 7 column\(s\) where the test rows need 8"):
+        get_task("xnli").examples(str(tmp_path), "test")
     with pytest.raises(DataError, match="unknown task"):
         get_task("squadd")
 
