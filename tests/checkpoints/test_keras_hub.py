@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import BertClassifier, BertConfig, BertEncoder, checkpoints
 from bert_tf.checkpoints import CheckpointError
@@ -135,7 +136,7 @@ def test_what_a_bert_backbone_cannot_hold_is_refused(tmp_path):
 
 
 @pytest.mark.reference
-def test_a_fine_tuned_classifier_becomes_a_keras_hub_text_classifier(minilm_dir, tmp_path):
+def test_a_fine_tuned_classifier_becomes_a_keras_hub_text_classifier(minilm_dir, tmp_path, caplog):
     """run_classifier's output directory (weights perturbed after training) written with --model=classifier loads
     with BertTextClassifier.from_preset: its preprocessor packs raw text pairs as ours does and its logits are ours."""
     import keras
@@ -170,6 +171,12 @@ def test_a_fine_tuned_classifier_becomes_a_keras_hub_text_classifier(minilm_dir,
     np.testing.assert_array_equal(tokens["padding_mask"].numpy(), inputs["input_mask"].astype(bool))
     np.testing.assert_allclose(loaded(tokens).numpy(), trained(inputs)["logits"].numpy(), atol=1e-5)
     assert fmt == "keras_hub" and loaded.num_classes == 2
+    # ... but not on text the warning names: keras-hub's tokenizer is not the original's there
+    assert "is keras-hub's BertTokenizer, which is not the original's" in caplog.text
+    odd = ["a\u00a0b", "a\u200bb", "ﬁne", "x" * 150]
+    theirs = loaded.preprocessor.tokenizer(np.array(odd))
+    for text, ids, expected in zip(odd, theirs, ours.tokenize(tf.constant(odd)).to_list()):
+        assert list(np.asarray(ids)) != expected, text
     # the encoder of the same directory as a BertBackbone; refusals name what to do instead
     checkpoints.convert(model_dir, str(tmp_path / "backbone"), output_format_name="keras_hub")
     keras_hub.models.BertBackbone.from_preset(str(tmp_path / "backbone"))
