@@ -526,7 +526,7 @@ def check_fits_model(output_dir, model, options, config=None, vocab_file=None) -
     if vocab_file is not None and fileio.exists(saved_vocab) and file_sha256(vocab_file) != file_sha256(saved_vocab):
         raise ValueError(f"--vocab_file={vocab_file} is not the vocabulary the model in --output_dir={output_dir} was "
                          f"fine-tuned with; give {saved_vocab}")
-    policy = getattr(model.dtype_policy, "name", str(model.dtype_policy))
+    policy = getattr(model, "encoder", model).dtype_policy.name  # the policy the encoder was saved with
     if options.dtype != FinetuneOptions.dtype and DTYPES[options.dtype] != policy:
         raise ValueError(f"--dtype={options.dtype}: the model in --output_dir={output_dir} runs as it was saved "
                          f"({policy}); leave the flag out")

@@ -15,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.layers import (BertEmbeddings, BertPooler, BertTransformerBlock, ClassificationHead, FoldChoices,
                             MaskedLMHead, causal_bias, padding_bias)
 from bert_tf.layers.feature_combination import FeatureCombination
-from bert_tf.layers.precision import global_policy, parameter_policy, refuse_training
+from bert_tf.layers.precision import parameter_policy, refuse_training
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -84,11 +84,12 @@ class BertEncoder(keras.Model):
         outputs = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": layer_outputs,
                    "embedding_output": embedded}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        self.dtype_policy = policy  # which the heads take (`heads_policy`); a functional model drops its dtype kwarg
         self.bert_config = config
         self.embeddings = embeddings
         self.transformer_layers = blocks
         self.pooler = pooler
-        self._policy_name = None if dtype is None else policy.name
+        restore_frozen(self)
 
     # Set by a model that probes this encoder's features frozen (`BertFeatureTagger`): it then runs in inference
     # mode (no dropout) in every call, where Keras would pass a training call's mode on to it.
@@ -99,17 +100,67 @@ class BertEncoder(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        # the policy as given (None: the global policy when the model is rebuilt), like `__init__` takes it
-        config.update(config=self.bert_config.to_dict(), dtype=self._policy_name)
+        # the policy it computes in, which a model reloaded under another global policy keeps, as Keras's own
+        # layers do (saved as None before 2026-11-28: the global policy at loading)
+        config.update(config=self.bert_config.to_dict(), dtype=self.dtype_policy.name, **frozen_config(self))
+        if self.inference_only:
+            config["inference_only"] = True
         return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        inference_only, frozen = config.pop("inference_only", False), config.pop("frozen_layers", ())
+        encoder = cls(**config)
+        encoder.inference_only = inference_only
+        restore_frozen(encoder, frozen)
+        return encoder
 
     def train_step(self, data):
         refuse_training(self)
         return super().train_step(data)
+
+
+def _sublayers(model, skip=None) -> list:
+    """`model`'s sub-layers at every depth, in the order it tracks them (the same for every build of one config),
+    without `skip` and what is inside it."""
+    found = []
+
+    def walk(layer):
+        for sub in layer._flatten_layers(include_self=False, recursive=False):
+            if sub is not skip:
+                found.append(sub)
+                walk(sub)
+
+    walk(model)
+    return found
+
+
+def frozen_config(model, skip=None) -> dict:
+    """{"frozen_layers": [index, ...]}: which of a trainable model's sub-layers (`_sublayers`) are not trainable,
+    for its config; {} where none is. These models rebuild their layers from their own arguments, so without this a
+    reloaded model would train what its user froze (Keras's functional constructor also applies `trainable=False`
+    before it tracks any layer, which `restore_frozen` makes up for)."""
+    if not model.trainable:
+        return {}
+    frozen = [i for i, layer in enumerate(_sublayers(model, skip)) if not layer.trainable]
+    return {"frozen_layers": frozen} if frozen else {}
+
+
+def restore_frozen(model, frozen_layers=(), skip=None) -> None:
+    """Freezes what `frozen_config` recorded, and the whole model where its `trainable` is off."""
+    if not model.trainable:  # now that its layers are tracked
+        freeze(model)
+    layers = _sublayers(model, skip)
+    for i in frozen_layers:
+        freeze(layers[i])
+
+
+def freeze(layer) -> None:
+    """`layer.trainable = False` down to every sub-layer and variable, also where `layer.trainable` is False
+    already, which the assignment would skip as a no-op (TensorFlow's trackable objects skip setting an attribute
+    to the object it holds) while sub-layers may still train."""
+    keras.layers.Layer.trainable.fset(layer, False)
 
 
 def with_dtype(model, dtype):
@@ -117,10 +168,9 @@ def with_dtype(model, dtype):
     `dtype`, with the same weights; its heads keep the policy they had. E.g. `with_dtype(model, "bfloat16")`
     serves a model trained in float32 or `mixed_bfloat16` with the inference policy of `BertEncoder`'s `dtype`."""
     encoder = model if isinstance(model, BertEncoder) else model.encoder
-    with global_policy(encoder.dtype_policy):  # which the heads take (`_TaskModel`)
-        copy = BertEncoder.from_config({**encoder.get_config(), "dtype": keras.dtype_policies.get(dtype).name})
-        if model is not encoder:
-            copy = type(model).from_config({**model.get_config(), "encoder": copy})
+    copy = BertEncoder.from_config({**encoder.get_config(), "dtype": keras.dtype_policies.get(dtype).name})
+    if model is not encoder:  # its config names the heads' policy
+        copy = type(model).from_config({**model.get_config(), "encoder": copy})
     copy.set_weights(model.get_weights())
     return copy
 
@@ -133,6 +183,28 @@ def _as_encoder(encoder) -> BertEncoder:
     if isinstance(encoder, (BertConfig, dict)):
         return BertEncoder(encoder)
     raise TypeError(f"expected a BertEncoder, BertConfig or serialized encoder, got {type(encoder).__name__}")
+
+
+def heads_policy(encoder, kwargs):
+    """The dtype policy a task model's heads compute in, taken out of its `kwargs`: their `dtype` where given (a
+    saved model's), else the encoder's own, so that `BertEncoder(config, dtype="mixed_bfloat16")` makes a whole
+    mixed model; with float32 weights where that is the `bfloat16` inference policy (`parameter_policy`: the heads
+    are a few thousand weights). The model keeps it as its `dtype_policy` (`_finish`), which its config saves."""
+    return parameter_policy(kwargs.pop("dtype", None) or encoder.dtype_policy)
+
+
+def _loss_divisor(loss) -> str:
+    """What a compiled loss divides its weighted sum by: "global weights" (`losses.GlobalMean`), "weights"
+    (Keras's `mean_with_sample_weight`), "terms" (Keras's default `sum_over_batch_size`, and a string or function,
+    which Keras wraps with it) or "sum" (no division)."""
+    if isinstance(loss, losses.GlobalMean):
+        return "global weights"
+    reduction = loss.reduction if isinstance(loss, keras.losses.Loss) else "sum_over_batch_size"
+    kinds = {"sum_over_batch_size": "terms", "mean": "terms", "mean_with_sample_weight": "weights", "sum": "sum"}
+    if reduction not in kinds:
+        raise ValueError(f"gradient accumulation needs a loss reduced to a number; {type(loss).__name__} has "
+                         f"reduction={reduction!r}")
+    return kinds[reduction]
 
 
 class _TaskModel(keras.Model):
@@ -158,24 +230,32 @@ class _TaskModel(keras.Model):
 
     def _micro_share(self, sample_weight, batch, steps):
         """`share(i)`: the part of the whole batch's loss that micro-batch i's loss stands for, so that the summed
-        gradient is the whole batch's: its sample weights' part of the batch's (its examples' part without
-        weights). For `losses.GlobalMean` (the fine-tuning heads' losses), which in the loop averages over the
-        micro-batch's weights on this replica (`losses.counted_here`), the part of the global batch's, summed
-        across replicas here, outside the loop; Keras's own losses average per replica, and their part is of this
-        replica's batch. A model without a compiled loss divides by whole-batch counts itself
-        (`_loss_denominators`)."""
+        gradient is the whole batch's. It follows what each compiled loss divides by (`_loss_divisor`): Keras's
+        default reduction divides by the number of terms, so every micro-batch stands for 1/steps whatever its
+        sample weights; `mean_with_sample_weight` by the weights' sum, so a micro-batch stands for its weights'
+        part of this replica's; `losses.GlobalMean` (the fine-tuning heads' losses), which in the loop averages over
+        the micro-batch's weights on this replica (`losses.counted_here`), for its weights' part of the global
+        batch's, summed across replicas here, outside the loop; a sum, for itself. A model without a compiled loss
+        divides by whole-batch counts itself (`_loss_denominators`)."""
         if self.loss is None:
             return lambda i: 1.0
         weights = [w for w in tf.nest.flatten(sample_weight) if w is not None]
         if len(weights) > 1:
             raise ValueError("gradient accumulation takes one sample weight for every output; got "
                              f"{len(weights)}")
-        if weights:
-            per_micro = tf.reduce_sum(tf.reshape(tf.cast(weights[0], tf.float32), [steps, -1]), axis=1)
-        else:
+        divisors = {_loss_divisor(loss) for loss in tf.nest.flatten(self.loss)}
+        if len(divisors) > 1:
+            raise ValueError("gradient accumulation needs the compiled losses to reduce alike; they divide by "
+                             f"{' and '.join(sorted(divisors))}")
+        (divisor,) = divisors
+        if divisor == "sum":
+            return lambda i: 1.0
+        if divisor == "terms" or not weights:
             per_micro = tf.fill([steps], tf.cast(batch // steps, tf.float32))
+        else:
+            per_micro = tf.reduce_sum(tf.reshape(tf.cast(weights[0], tf.float32), [steps, -1]), axis=1)
         total = tf.reduce_sum(per_micro)
-        if all(isinstance(loss, losses.GlobalMean) for loss in tf.nest.flatten(self.loss)):
+        if divisor == "global weights":
             total = losses.replica_sum(total)
         return lambda i: tf.math.divide_no_nan(per_micro[i], total)
 
@@ -230,7 +310,9 @@ class _TaskModel(keras.Model):
         self.optimizer.apply([g for g, _ in used], [v for _, v in used])
         return self.get_metrics_result()
 
-    def _finish(self, encoder, **head_args):
+    def _finish(self, encoder, policy, **head_args):
+        self.dtype_policy = policy
+        restore_frozen(self)
         self.encoder = encoder
         self.bert_config = encoder.bert_config
         for key, value in head_args.items():
@@ -238,7 +320,10 @@ class _TaskModel(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.pop("dtype", None)  # the heads take the encoder's policy, which its own config carries
+        config["dtype"] = self.dtype_policy.name  # the heads' policy (`heads_policy`)
+        config.update(frozen_config(self, skip=self.encoder))
+        if self.gradient_accumulation_steps != 1:  # a training setting of the model's, kept for resuming
+            config["gradient_accumulation_steps"] = int(self.gradient_accumulation_steps)
         config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
         config.update({key: getattr(self, key) for key in self._head_args})
         return config
@@ -247,7 +332,14 @@ class _TaskModel(keras.Model):
     def from_config(cls, config):
         config = dict(config)
         config["encoder"] = _as_encoder(config["encoder"])
-        return cls(**config)
+        # saved without it (before 2026-11-28): the heads took the global policy, as they do here
+        config.setdefault("dtype", keras.config.dtype_policy().name)
+        frozen = config.pop("frozen_layers", ())
+        steps = config.pop("gradient_accumulation_steps", 1)
+        model = cls(**config)
+        restore_frozen(model, frozen, skip=model.encoder)  # the encoder has restored its own
+        model.gradient_accumulation_steps = steps
+        return model
 
 
 # The paper's Table 5 objectives, by the names `run_pretraining --objective` takes.
@@ -294,7 +386,7 @@ class BertPretrainer(_TaskModel):
         if cfg.causal_attention != (objective == "ltr"):
             raise ValueError(f"objective={objective!r} needs an encoder with causal_attention="
                              f"{objective == 'ltr'} (BertConfig(..., causal_attention={objective == 'ltr'}))")
-        policy = encoder.dtype_policy
+        policy = heads_policy(encoder, kwargs)
         inputs = encoder_inputs()
         if objective != "ltr":
             inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
@@ -311,7 +403,7 @@ class BertPretrainer(_TaskModel):
                                      dtype=policy, name="seq_relationship")
             heads["nsp_logits"] = nsp(outputs["pooled_output"])
         super().__init__(inputs=inputs, outputs=heads, name=name, **kwargs)
-        self._finish(encoder, objective=objective)
+        self._finish(encoder, policy, objective=objective)
         self.masked_lm = mlm
         self.next_sentence_head = nsp
         metric = "lm" if objective == "ltr" else "masked_lm"
@@ -381,12 +473,13 @@ class _LabelModel(_TaskModel):
     def __init__(self, encoder, num_classes, dropout_rate=0.1, name=None, **kwargs):
         encoder = _as_encoder(encoder)
         inputs = encoder_inputs()
+        policy = heads_policy(encoder, kwargs)
         head = ClassificationHead(num_outputs=num_classes, dropout_rate=dropout_rate,
-                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=policy,
                                   name="classifier")
         logits = head(encoder(inputs)[self._features])
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
-        self._finish(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
+        self._finish(encoder, policy, num_classes=num_classes, dropout_rate=dropout_rate)
         self.head = head
 
 
@@ -443,19 +536,19 @@ class BertSpanQA(_TaskModel):
 
     def __init__(self, encoder, dropout_rate=0.0, bilstm_head=False, name="bert_span_qa", **kwargs):
         encoder = _as_encoder(encoder)
+        policy = heads_policy(encoder, kwargs)
         inputs = encoder_inputs()
         head = ClassificationHead(num_outputs=2, dropout_rate=dropout_rate,
-                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
-                                  name="squad")
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=policy, name="squad")
         features = encoder(inputs)["sequence_output"]
         bilstm = None
         if bilstm_head:
-            bilstm = bidirectional_lstm(encoder.bert_config.hidden_size // 2, encoder.dtype_policy, "bilstm")
+            bilstm = bidirectional_lstm(encoder.bert_config.hidden_size // 2, policy, "bilstm")
             features = bilstm(features, mask=keras.ops.cast(inputs["input_mask"], "bool"))
         logits = head(features)
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
-        self._finish(encoder, dropout_rate=dropout_rate, bilstm_head=bool(bilstm_head))
+        self._finish(encoder, policy, dropout_rate=dropout_rate, bilstm_head=bool(bilstm_head))
         self.head = head
         self.bilstm = bilstm
 
@@ -480,13 +573,14 @@ class BertMultipleChoice(_TaskModel):
         inputs = encoder_inputs(batch_shape=(None, None))
         fold = FoldChoices(name="fold_choices")
         flat = {k: fold(v) for k, v in inputs.items()}
+        policy = heads_policy(encoder, kwargs)
         head = ClassificationHead(num_outputs=1, dropout_rate=dropout_rate,
-                                  initializer_range=encoder.bert_config.initializer_range, dtype=encoder.dtype_policy,
+                                  initializer_range=encoder.bert_config.initializer_range, dtype=policy,
                                   name="classifier")
         scores = head(encoder(flat)["pooled_output"])
         logits = fold(scores, like=inputs["input_word_ids"])
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
-        self._finish(encoder, dropout_rate=dropout_rate)
+        self._finish(encoder, policy, dropout_rate=dropout_rate)
         self.head = head
 
 
@@ -518,7 +612,7 @@ class BertFeatureTagger(_TaskModel):
     def __init__(self, encoder, num_classes, combination="concat_last_four", lstm_units=768, dropout_rate=0.1,
                  name="bert_feature_tagger", **kwargs):
         encoder = _as_encoder(encoder)
-        policy = encoder.dtype_policy
+        policy = heads_policy(encoder, kwargs)
         inputs = encoder_inputs()
         combine = FeatureCombination(combination, encoder.bert_config.num_hidden_layers,
                                      dtype=parameter_policy(policy), name="combination")
@@ -532,9 +626,7 @@ class BertFeatureTagger(_TaskModel):
                                   initializer_range=encoder.bert_config.initializer_range, dtype=policy,
                                   name="classifier")
         super().__init__(inputs=inputs, outputs={"logits": head(features)}, name=name, **kwargs)
-        self._finish(encoder, num_classes=num_classes, combination=combination, lstm_units=lstm_units,
+        self._finish(encoder, policy, num_classes=num_classes, combination=combination, lstm_units=lstm_units,
                      dropout_rate=dropout_rate)
         self.combine, self.lstms, self.head = combine, lstms, head
-        encoder.trainable = False  # after Model.__init__, which sets `trainable` from its kwargs
-        for variable in encoder.weights:  # an encoder deserialized as untrainable can keep trainable variables
-            variable.trainable = False
+        freeze(encoder)

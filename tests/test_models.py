@@ -6,6 +6,7 @@ import keras
 from bert_tf import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice, BertPretrainer, BertSpanQA,
                      BertTokenClassifier)
 from bert_tf.checkpoints import restore_weights
+from bert_tf.layers.precision import global_policy
 from bert_tf.models import with_dtype
 from tests.conftest import make_batch
 
@@ -120,10 +121,80 @@ def test_every_model_saves_and_reloads_as_keras_file(tiny_config, tmp_path):
         model.save(path)
         clone = keras.saving.load_model(path)
         assert type(clone) is type(model) and clone.get_config() == model.get_config()
-        # extends Keras's own config (name, trainable, ...); the task models leave the policy to their encoder's
-        assert keras.Model.get_config(model).keys() - {"dtype"} <= model.get_config().keys()
+        # extends Keras's own config (name, trainable, dtype: the encoder's as given, the task models' heads')
+        assert keras.Model.get_config(model).keys() <= model.get_config().keys()
         for x, y in zip(before, flat(clone(batch))):
             np.testing.assert_array_equal(x, y)
+
+
+def _trainable_count(model):
+    return len(model.trainable_variables)
+
+
+def test_what_was_frozen_stays_frozen_after_reloading(tiny_config, tmp_path):
+    """These models rebuild their layers from their arguments, and Keras's functional constructor applies
+    `trainable=False` before it tracks a layer: a reloaded model trained all 41 variables of a classifier whose
+    encoder its user had frozen (2 trainable). The frozen parts, whole or partial, and the accumulation setting
+    survive saving; a step of `fit` on the reloaded model leaves the frozen weights as they were."""
+    def frozen(build):
+        model = build()
+        return model, {w.path for w in model.weights} - {w.path for w in model.trainable_weights}
+
+    def encoder_frozen():
+        encoder = BertEncoder(tiny_config)
+        encoder.trainable = False
+        return BertClassifier(encoder, num_classes=3)
+
+    def layer_frozen():
+        model = BertClassifier(BertEncoder(tiny_config), num_classes=3)
+        model.encoder.embeddings.trainable = model.encoder.transformer_layers[0].attention.trainable = False
+        model.gradient_accumulation_steps = 3
+        return model
+
+    def all_frozen():
+        model = BertPretrainer(BertEncoder(tiny_config))
+        model.trainable = False
+        return model
+
+    def inside_a_users_model():
+        encoder = BertEncoder(tiny_config)
+        encoder.trainable = False
+        inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in encoder.input}
+        return keras.Model(inputs, keras.layers.Dense(2, name="mine")(encoder(inputs)["pooled_output"]))
+
+    for build, expected in ((encoder_frozen, 2), (layer_frozen, None), (all_frozen, 0), (inside_a_users_model, 2)):
+        model, untrainable = frozen(build)
+        expected = _trainable_count(model) if expected is None else expected
+        assert _trainable_count(model) == expected and untrainable, build.__name__
+        model.save(tmp_path / "m.keras")
+        clone = keras.saving.load_model(tmp_path / "m.keras")
+        assert _trainable_count(clone) == expected, build.__name__
+        assert {w.path for w in clone.weights} - {w.path for w in clone.trainable_weights} == untrainable
+        assert getattr(clone, "gradient_accumulation_steps", 1) == getattr(model, "gradient_accumulation_steps", 1)
+    clone.compile(keras.optimizers.SGD(0.5), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = [w.numpy() for w in clone.get_layer("bert").weights]
+    clone.fit(make_batch(tiny_config), np.array([0, 1, 1]), verbose=0)
+    for old, new in zip(before, clone.get_layer("bert").weights):
+        np.testing.assert_array_equal(old, new.numpy())
+
+
+def test_the_heads_compute_in_the_encoders_policy_and_keep_it_when_reloaded(tiny_config, tmp_path):
+    """`BertEncoder(config, dtype=...)`, as the CLIs build it, makes a whole model of that policy: the encoder
+    reports it and the heads take it (they took the global policy, float32, so a bf16 fine-tuned model read back
+    as float32). Saved, the policies are the model's: another global policy at load time changes nothing."""
+    batch = make_batch(tiny_config)
+    mixed = BertClassifier(BertEncoder(tiny_config, dtype="mixed_bfloat16"), num_classes=3)
+    assert mixed.encoder.dtype_policy.name == mixed.head.dtype_policy.name == mixed.dtype_policy.name == \
+        "mixed_bfloat16"
+    plain = BertClassifier(BertEncoder(tiny_config), num_classes=3)
+    for model in (mixed, plain):
+        expected = model(batch)["logits"].numpy()
+        model.save(tmp_path / "m.keras")
+        for policy in ("mixed_bfloat16", "float32"):
+            with global_policy(policy):
+                clone = keras.saving.load_model(tmp_path / "m.keras")
+            assert clone.head.dtype_policy.name == model.head.dtype_policy.name
+            np.testing.assert_array_equal(clone(batch)["logits"].numpy(), expected)
 
 
 @pytest.mark.parametrize("policy, tolerance", [("mixed_bfloat16", 0.1), ("mixed_float16", 0.02)])

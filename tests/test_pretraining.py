@@ -271,6 +271,35 @@ def test_accumulation_leaves_what_the_loss_does_not_reach_as_the_whole_batch_doe
             np.testing.assert_allclose(results[1][path], results[0][path], rtol=1e-5, atol=1e-6, err_msg=path)
 
 
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "mean_with_sample_weight", "sum"])
+def test_accumulation_with_keras_losses_and_sample_weights_equals_the_whole_batch(tiny_config, reduction):
+    """A classifier compiled with Keras's own loss and uneven sample weights: each micro-batch's loss stands for
+    what the loss divides by. Keras's default divides by the number of terms whatever the weights, so a micro-batch
+    stands for 1/steps of the batch (weighing it by its weights' part instead moved the weights by 0.07 in a
+    0.08 update); `mean_with_sample_weight` by the weights' sum; `sum` by nothing."""
+    import keras
+
+    from bert_tf.models import BertClassifier
+
+    x, _ = _batch(tiny_config)
+    x = {key: np.concatenate([x[key]] * 4)[:8] for key in ("input_word_ids", "input_mask", "input_type_ids")}
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1], np.int32)
+    weights = np.array([1, 1, 1, 1, 0, 0, 0, 1], np.float32)
+    config = dataclasses.replace(tiny_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    results = []
+    for steps in (1, 2, 4):
+        keras.utils.set_random_seed(3)
+        model = BertClassifier(config, num_classes=3, dropout_rate=0.0)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss={"logits": loss})
+        model.gradient_accumulation_steps = steps
+        model.train_step((x, {"logits": labels}, {"logits": weights}))
+        results.append([w.numpy() for w in model.trainable_weights])
+    for weights_after in results[1:]:
+        for a, b in zip(results[0], weights_after):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_one_device_and_mirrored_and_accumulation_give_the_same_training(tmp_path):
     """Two logical CPUs under MirroredStrategy (and gradient accumulation, and both) train exactly as one device
     on the same global batch, with gradient clipping active: the pretrainer, and a tagger under the fine-tuning

@@ -2,12 +2,12 @@
 
 Under `mixed_bfloat16` every dense layer rounds its float32 kernel and bias to bfloat16 on every call: in a BERT-Base
 forward pass that is 85M weights read, rounded and written again each time, for the same values. Under `bfloat16`
-those dense layers (attention, feed-forward, pooler, and the heads' where they take this policy too) keep their
-weights in bfloat16, already rounded, and the layers whose float32 variables `mixed_bfloat16` uses unrounded (the
-embedding tables, which are summed in float32, the LayerNorms, the masked-LM head with its float32 bias, the layer
-mixes and LSTMs) keep `mixed_bfloat16`. Inference therefore gives the same outputs, bit for bit, as under
-`mixed_bfloat16` from the same float32 weights. It is for inference only: bfloat16 weights cannot take updates
-smaller than 1/256 of their value, so training under it is refused (`refuse_training`)."""
+the encoder's dense layers (attention, feed-forward, pooler) keep their weights in bfloat16, already rounded, and
+the layers whose float32 variables `mixed_bfloat16` uses unrounded (the embedding tables, which are summed in
+float32, the LayerNorms, the masked-LM head with its float32 bias, the layer mixes and LSTMs) keep
+`mixed_bfloat16`, as do the task heads (a few thousand weights). Inference therefore gives the same outputs, bit
+for bit, as under `mixed_bfloat16` from the same float32 weights. It is for inference only: bfloat16 weights cannot
+take updates smaller than 1/256 of their value, so training under it is refused (`refuse_training`)."""
 
 import contextlib
 

@@ -477,6 +477,22 @@ def test_evaluation_alone_reports_the_step_of_the_fine_tuned_model(tmp_path, cap
     assert not (tmp_path / "out" / "eval_results.txt").exists()
 
 
+def test_a_bfloat16_fine_tuned_model_evaluates_with_its_own_dtype_flag(tiny_config, tmp_path):
+    """The CLIs build `BertEncoder(config, dtype=...)`: such a model reads back as mixed_bfloat16 (it read back as
+    float32, the global policy, so `--dtype=bf16` with evaluation alone was refused as contradicting it)."""
+    import dataclasses
+
+    from bert_tf.finetuning import FinetuneOptions, MODEL_FILE, check_fits_model, load_finetuned
+
+    model = get_task("mrpc").family.build_model(get_task("mrpc"), tiny_config, 0.1, "mixed_bfloat16")
+    model.save(tmp_path / MODEL_FILE)
+    loaded = load_finetuned(str(tmp_path))
+    options = FinetuneOptions(do_eval=True)
+    check_fits_model(str(tmp_path), loaded, dataclasses.replace(options, dtype="bf16"))
+    with pytest.raises(ValueError, match=r"--dtype=fp32: .* runs as it was saved \(mixed_bfloat16\)"):
+        check_fits_model(str(tmp_path), loaded, dataclasses.replace(options, dtype="fp32"))
+
+
 def test_the_training_order_is_a_new_permutation_each_epoch_and_checkpoints_in_bytes(tmp_path):
     """`example_order`: every epoch is a permutation of the examples, epochs differ, the same seed gives the same
     order and another seed another; a checkpoint of the position, with autotuning off as training reads it, stays
