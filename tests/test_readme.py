@@ -252,3 +252,18 @@ def test_every_relative_link_resolves():
 def test_the_link_check_reads_github_anchors():
     assert anchors("# TensorFlow's oneDNN kernels\n## Model speed (`python -m bench.model_speed`)\n") == {
         "tensorflows-onednn-kernels", "model-speed-python--m-benchmodel_speed"}
+
+
+def test_the_tokenizer_examples_show_what_it_returns(minilm_dir):
+    """`tok.tokenize("...")  # [...]` lines in the README and the guides, run with the released uncased
+    vocabulary (the one all-MiniLM-L6-v2 ships) that their `vocab.txt` stands for."""
+    import ast
+
+    from bert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+    examples = [(path, match) for path in DOCS for match in
+                re.finditer(r'tok\.tokenize\(("[^"]*")\)\s+# (\[.*\])', read(path))]
+    assert examples
+    for path, match in examples:
+        assert tokenizer.tokenize(ast.literal_eval(match.group(1))) == ast.literal_eval(match.group(2)), path
