@@ -64,23 +64,24 @@ MIN_TF_TEXT = {
 # first of its snapshots (TF 2.0, 2.1, 2.2, 2.3.1, 2.4.1, 2.5, 2.6, 2.7, 2.8, 2.9.1, 2.10.1, 2.12, 2.14, 2.15, ...)
 # that has the op. Before TF 2.5 that list lags TensorFlow, so an early entry can be later than the op's true
 # first release, never earlier; no TF Serving release older than 2.7.3 links the tensorflow-text our graphs need,
-# so none of those entries changes an answer. DisableCopyOnRead: absent from TF 2.9.1's OpList, present in 2.10.1's.
+# so none of those entries changes an answer. DisableCopyOnRead: absent from TF 2.9.1's OpList, present in 2.10.1's;
+# the stateless random ops of the encoder's training endpoint (dropout): first in tf-java's TF 2.4.1 snapshot.
 # PartitionedCall (a call of a function without stateful ops) is taken from the r2.4 API reference instead.
 MIN_TF = {
     **dict.fromkeys((
-        "AddV2", "All", "ArgMax", "Assert", "AssignVariableOp", "BiasAdd", "BroadcastTo", "Cast", "ConcatV2", "Const",
-        "Cumsum", "Equal", "Erfc", "ExpandDims", "Fill", "FloorDiv", "GatherV2", "Greater", "GreaterEqual", "Identity",
-        "If", "InvertPermutation", "Less", "LessEqual", "LogicalAnd", "LogicalNot", "LogicalOr", "LowerBound", "MatMul",
-        "Max", "Maximum", "Mean", "MergeV2Checkpoints", "Minimum", "Mul", "Neg", "NoOp", "NotEqual", "OnesLike", "Pack",
-        "Placeholder", "Pow", "Prod", "RaggedGather", "RaggedRange", "Range", "ReadVariableOp", "Reshape", "RestoreV2",
-        "Rsqrt", "SaveV2", "Select", "Shape", "ShardedFilename", "Size", "Softmax", "SquaredDifference", "Squeeze",
-        "StatefulPartitionedCall", "StatelessIf", "StaticRegexFullMatch", "StaticRegexReplace", "StopGradient",
-        "StridedSlice", "StringJoin", "StringLength", "StringSplitV2", "Sub", "Substr", "Sum", "Tanh", "Tile", "TopKV2",
-        "Transpose", "UnicodeTranscode", "UnsortedSegmentSum", "UpperBound", "VarHandleOp",
-        "VarIsInitializedOp", "Where", "ZerosLike"), "2.0"),
+        "AddV2", "All", "ArgMax", "Assert", "AssignVariableOp", "BiasAdd", "BitwiseOr", "BroadcastTo", "Cast",
+        "ConcatV2", "Const", "Cumsum", "Equal", "Erfc", "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherV2",
+        "Greater", "GreaterEqual", "Identity", "If", "InvertPermutation", "LeftShift", "Less", "LessEqual",
+        "LogicalAnd", "LogicalNot", "LogicalOr", "LowerBound", "MatMul", "Max", "Maximum", "Mean", "MergeV2Checkpoints",
+        "Minimum", "Mul", "Neg", "NoOp", "NotEqual", "OnesLike", "Pack", "Placeholder", "Pow", "Prod", "RaggedGather",
+        "RaggedRange", "Range", "ReadVariableOp", "Reshape", "RestoreV2", "Rsqrt", "SaveV2", "Select", "Shape",
+        "ShardedFilename", "Size", "Softmax", "SquaredDifference", "Squeeze", "StatefulPartitionedCall", "StatelessIf",
+        "StaticRegexFullMatch", "StaticRegexReplace", "StopGradient", "StridedSlice", "StringJoin", "StringLength",
+        "StringSplitV2", "Sub", "Substr", "Sum", "Tanh", "Tile", "TopKV2", "Transpose", "UnicodeTranscode",
+        "UnsortedSegmentSum", "UpperBound", "VarHandleOp", "VarIsInitializedOp", "Where", "ZerosLike"), "2.0"),
     **dict.fromkeys(("BatchMatMulV2", "RaggedTensorToTensor", "SelectV2", "StringLower"), "2.1"),
     "DenseBincount": "2.3",
-    "PartitionedCall": "2.4",
+    **dict.fromkeys(("PartitionedCall", "StatelessRandomUniformFullIntV2", "StatelessRandomUniformV2"), "2.4"),
     "DisableCopyOnRead": "2.10",
 }
 
