@@ -20,7 +20,9 @@ An output prefix that already has shards, or a directory with another run's meta
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import importlib
 import logging
 import os
 
@@ -134,8 +136,6 @@ def remove_leftovers(output_prefix: str) -> list[str]:
 
 def _bool(text: str) -> bool:
     """A boolean flag's value read by absl's own parser (create_pretraining_data's flags are absl's)."""
-    import argparse
-
     from absl import flags
 
     try:
@@ -145,25 +145,49 @@ def _bool(text: str) -> bool:
 
 
 def _unknown_to_beam(args: list[str]) -> list[str]:
-    """Those of `args` (flags given before `--`) that neither this command nor Beam's pipeline options know: Beam
-    would drop them with a warning, and the run would go on without them."""
-    from apache_beam.options.pipeline_options import PipelineOptions
+    """Those of `args` (Beam's flags, before `--` or after it) that Beam's pipeline options do not know, with the
+    runner's own registered: Beam would drop them with a warning, and the run would go on without them."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-    options = PipelineOptions(args)
-    unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
+    quiet = logging.Filter()
+    quiet.filter = lambda record: False  # Beam's own warnings about them: the refusal says it in one line
+    beam_logger = logging.getLogger("apache_beam.options.pipeline_options")
+    beam_logger.addFilter(quiet)
+    try:
+        runner = PipelineOptions(args).view_as(StandardOptions).runner
+        if isinstance(runner, str):  # a runner's options (the Dask runner's) exist once its module is imported
+            known = {path.rsplit(".", 1)[-1].lower(): path for path in StandardOptions.ALL_KNOWN_RUNNERS}
+            path = known.get(runner.lower(), known.get(runner.lower() + "runner", runner))
+            if "." in path:
+                try:
+                    importlib.import_module(path.rsplit(".", 1)[0])
+                except ImportError:  # not installed (Dataflow's needs apache-beam[gcp]): Beam says so when it runs
+                    pass
+        options = PipelineOptions(args)
+        unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
+    finally:
+        beam_logger.removeFilter(quiet)
     return [arg for arg in args if arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] in unknown]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, `data_gen.beam: error: ...`, and exit status 1, as the other
+    commands' (argparse prints its usage first and exits with 2)."""
+
+    def error(self, message):
+        raise SystemExit(f"{self.prog}: error: {message}")
 
 
 def parse_args(argv=None):
     """(our flags, the generation `Options`, Beam's flags) from the command line: ours first, Beam's after `--`
-    (before it, a flag that Beam's pipeline options know is passed on too; any other is refused). Boolean flags
-    take absl's spellings, as create_pretraining_data's: `--flag`, `--noflag`, `--flag=false`."""
-    import argparse
+    (before it, a flag that Beam's pipeline options know is passed on too); a flag that neither we, Beam nor its
+    runner know is refused, before `--` or after it. Boolean flags take absl's spellings, as
+    create_pretraining_data's: `--flag`, `--noflag`, `--flag=false`."""
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)
     ours, beam_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="data_gen.beam", description=__doc__.split("\n")[0], allow_abbrev=False)
+    parser = _Parser(prog="data_gen.beam", description=__doc__.split("\n")[0], allow_abbrev=False)
 
     def boolean(name, default):
         parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default)
@@ -187,10 +211,10 @@ def parse_args(argv=None):
         else:
             parser.add_argument(f"--{field.name}", type=kind, default=field.default)
     args, rest = parser.parse_known_args(ours)
-    unknown = _unknown_to_beam(rest)
+    unknown = _unknown_to_beam(rest + beam_args)
     if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither this command's flags nor Beam's; put a "
-                     "runner's own flags after --)")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither this command's flags nor Beam's, nor "
+                     "its runner's)")
     if args.global_shuffle:
         parser.error("--global_shuffle is create_pretraining_data's (a second pass over the output on one "
                      "machine); a Beam run has no such pass, and the runner orders the records in its shards")
