@@ -109,7 +109,8 @@ def test_span_qa_export_answers_like_run_squad(minilm_dir, tmp_path, version_2):
     directory = _model_dir(tmp_path, model, squad_task(version_2), SquadOptions(max_seq_length=48), vocab,
                            {"doc_stride": 12, "max_query_length": 12, "max_answer_length": 30,
                             "version_2_with_negative": version_2, "null_score_diff_threshold": threshold})
-    export("span_qa", str(tmp_path / "qa"), model_dir=str(directory))
+    report = export("span_qa", str(tmp_path / "qa"), model_dir=str(directory))
+    assert report["unlisted"] == [] and report["min_serving"] == "2.15.1", " ".join(report["unlisted"])
     served, copy = _load_elsewhere(tmp_path / "qa", tmp_path, "serving_default",
                                    {"question": questions, "context": contexts})
     expected = [want[str(i)] if want[str(i)] != "empty" else "" for i in range(len(contexts))]
@@ -184,7 +185,8 @@ def test_tagger_export_tags_words_with_offsets(minilm_dir, tmp_path, probe):
                            {"doc_stride": 8, **probe_fields})
     info = task_info.read(str(directory))
     assert info.doc_stride == 8 and (info.feature_based, info.lstm_units) == ((probe, 8) if probe else (None, None))
-    export("tagger", str(tmp_path / "tagger"), model_dir=str(directory))  # the stride comes from task.json
+    report = export("tagger", str(tmp_path / "tagger"), model_dir=str(directory))  # the stride: from task.json
+    assert report["unlisted"] == [] and report["min_serving"] == "2.15.1", " ".join(report["unlisted"])
     served, copy = _load_elsewhere(tmp_path / "tagger", tmp_path, "serving_default", {"text": texts})
     tokenizer = FullTokenizer(vocab)
     sentences = [ner.Sentence(t.split(), [], 0) for t in texts]
@@ -227,7 +229,8 @@ def test_multiple_choice_export_scores_endings(minilm_dir, tmp_path):
     contexts = ["She opened the door.", "The chef — naïve — cooked " + "a lot " * 50]
     endings = [["She walked in.", "A cat flew.", "", "The door ate lunch."],
                ["Dinner was served.", "x", "The oven sang.", "Café!"]]
-    export("multiple_choice", str(tmp_path / "mc"), model_dir=str(directory))
+    report = export("multiple_choice", str(tmp_path / "mc"), model_dir=str(directory))
+    assert report["unlisted"] == [] and report["min_serving"] == "2.15.1", " ".join(report["unlisted"])
     served, _ = _load_elsewhere(tmp_path / "mc", tmp_path, "serving_default",
                                 {"context": contexts, "endings": endings})
     logits = model.predict(MULTIPLE_CHOICE.features([Example(str(i), c, choices=tuple(e)) for i, (c, e) in
