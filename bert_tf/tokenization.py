@@ -355,7 +355,8 @@ class InGraphTokenizer:
 
     Same output as `FullTokenizer` (tested token for token against it and against HF `tokenizers`). With
     `tokenize_with_offsets` it also returns byte offsets [start, end) of every piece in the input string: the input
-    characters the piece's normalised bytes came from (`_Alignment`), as HF `tokenizers` reports them.
+    characters the piece's normalised bytes came from (`_Alignment`), as HF `tokenizers` reports them, and the
+    characters normalisation removed right after them.
 
     It needs TensorFlow and tensorflow-text only; `BertTokenizerLayer` (`bert_tf.tokenizer_layer`) is the same
     tokenizer as a Keras layer, for models, `tf.data` and SavedModels. data_gen's main process tokenizes with this
@@ -467,8 +468,10 @@ class InGraphTokenizer:
         starts, piece ends [batch, (words), (pieces)]), offsets in input bytes; words as the basic tokenizer splits
         them (whitespace, punctuation, CJK), each with at least one piece. A piece spans the input characters its
         normalised bytes came from (as HF `tokenizers` reports them): one character may be in several pieces (a
-        Hangul syllable's letters), and characters normalisation removed (controls, stripped accents) are outside
-        every piece but inside the word. A word over 200 characters is one `[UNK]` over the whole word."""
+        Hangul syllable's letters); characters normalisation removed (controls, stripped accents) belong to the
+        piece and word before them in their whitespace token (HF leaves them out; text cut at these offsets keeps a
+        word's trailing marks), and to none at the token's start. A word over 200 characters is one `[UNK]` over
+        the whole word."""
         text = tf.convert_to_tensor(text, tf.string)
         words, starts, ends, to_input = self._split_words_aligned(text)
         flat, too_long = _cap_long_words(words.flat_values)
@@ -537,15 +540,20 @@ class _Alignment:
         self.raw_length = tf.cast(tf.strings.length(raw), tf.int64)
         self.same = tf.equal(norm, tf.strings.lower(raw) if lower else raw)  # ASCII-only lower-casing
         changed = tf.where(~self.same)[:, 0]
-        # characters, with tf-text's regex split, which the tokenizer uses anyway (core TF's unicode_split adds ops)
-        chars = _regex_split_with_offsets(tf.gather(raw, changed), "(?s).", "(?s).")[0]
-        norm_bytes = tf.cast(tf.strings.length(normalize(chars.flat_values)), tf.int64)
-        raw_bytes = tf.cast(tf.strings.length(chars.flat_values), tf.int64)
+        chars = tf.strings.unicode_decode(tf.gather(raw, changed), "UTF-8")  # code points; the input is valid UTF-8
+        # each distinct character normalised once (a text has a few hundred), none made into a string of its own
+        distinct, which = tf.unique(chars.flat_values)
+        alone = tf.strings.unicode_encode(distinct[:, None], "UTF-8")
+        norm_bytes = tf.gather(tf.cast(tf.strings.length(normalize(alone)), tf.int64), which)
+        code = tf.cast(chars.flat_values, tf.int64)
+        raw_bytes = 1 + tf.cast(code >= 0x80, tf.int64) + tf.cast(code >= 0x800, tf.int64) + tf.cast(
+            code >= 0x10000, tf.int64)  # UTF-8's length of each
         self.norm_end = tf.cumsum(norm_bytes)  # over all changed tokens' characters: sorted
         self.raw_end = tf.concat([tf.cumsum(raw_bytes), [0]], 0)
         self.raw_start = tf.concat([self.raw_end[:-1] - raw_bytes, [0]], 0)
         norm_ends, raw_ends = tf.concat([[0], self.norm_end], 0), tf.concat([[0], self.raw_end[:-1]], 0)
         first, after = chars.row_splits[:-1], chars.row_splits[1:]
+        self.last_char = tf.concat([after - 1, [0]], 0)
         self.norm_base = tf.concat([tf.gather(norm_ends, first), [0]], 0)
         self.raw_base = tf.concat([tf.gather(raw_ends, first), [0]], 0)
         adds_up = tf.equal(tf.gather(norm_ends, after) - tf.gather(norm_ends, first),
@@ -557,10 +565,15 @@ class _Alignment:
 
     def to_input(self, token, offsets, end: bool):
         """Byte offsets into normalised tokens (int64 [k], token index [k]) -> into the input tokens: a start to the
-        start of the character it came from, an end to the end of the character its last byte came from."""
+        start of the character it came from; an end to the end of the character its last byte came from, and past
+        the characters normalisation removed right after it in the token (a word's trailing marks, stripped when
+        lower-casing, are part of the word a caller cuts from the input)."""
         slot = tf.gather(self.slot, token)
         position = tf.gather(self.norm_base, slot) + offsets
         char = tf.searchsorted(self.norm_end, position, side="left" if end else "right", out_type=tf.int64)
+        if end:  # where the byte ends its character: the last character before the next one with bytes
+            last = tf.searchsorted(self.norm_end, position, side="right", out_type=tf.int64) - 1
+            char = tf.maximum(char, tf.minimum(last, tf.gather(self.last_char, slot)))
         mapped = tf.gather(self.raw_end if end else self.raw_start, char) - tf.gather(self.raw_base, slot)
         fallback = tf.gather(self.raw_length, token) if end else tf.zeros_like(offsets)
         return tf.where(tf.gather(self.same, token), offsets,
