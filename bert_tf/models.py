@@ -570,10 +570,10 @@ class BertMultipleChoice(_TaskModel):
 
     def __init__(self, encoder, dropout_rate=0.1, name="bert_multiple_choice", **kwargs):
         encoder = _as_encoder(encoder)
-        inputs = encoder_inputs(batch_shape=(None, None))
-        fold = FoldChoices(name="fold_choices")
-        flat = {k: fold(v) for k, v in inputs.items()}
         policy = heads_policy(encoder, kwargs)
+        inputs = encoder_inputs(batch_shape=(None, None))
+        fold = FoldChoices(dtype="float32", name="fold_choices")  # reshapes only: float32 scores stay float32
+        flat = {k: fold(v) for k, v in inputs.items()}
         head = ClassificationHead(num_outputs=1, dropout_rate=dropout_rate,
                                   initializer_range=encoder.bert_config.initializer_range, dtype=policy,
                                   name="classifier")
@@ -586,7 +586,8 @@ class BertMultipleChoice(_TaskModel):
 
 def bidirectional_lstm(units: int, policy, name: str):
     """A BiLSTM over a sequence, `units` each way, returning every position (the paper's probe and "+ BiLSTM")."""
-    return keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True), dtype=parameter_policy(policy),
+    policy = parameter_policy(policy)  # the wrapper builds its two LSTMs from the inner one's config, policy too
+    return keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True, dtype=policy), dtype=policy,
                                       name=name)
 
 

@@ -182,19 +182,26 @@ def test_the_heads_compute_in_the_encoders_policy_and_keep_it_when_reloaded(tiny
     """`BertEncoder(config, dtype=...)`, as the CLIs build it, makes a whole model of that policy: the encoder
     reports it and the heads take it (they took the global policy, float32, so a bf16 fine-tuned model read back
     as float32). Saved, the policies are the model's: another global policy at load time changes nothing."""
-    batch = make_batch(tiny_config)
+    from bert_tf.models import BertFeatureTagger
+
     mixed = BertClassifier(BertEncoder(tiny_config, dtype="mixed_bfloat16"), num_classes=3)
     assert mixed.encoder.dtype_policy.name == mixed.head.dtype_policy.name == mixed.dtype_policy.name == \
         "mixed_bfloat16"
-    plain = BertClassifier(BertEncoder(tiny_config), num_classes=3)
-    for model in (mixed, plain):
-        expected = model(batch)["logits"].numpy()
+    qa = BertSpanQA(BertEncoder(tiny_config, dtype="mixed_bfloat16"), bilstm_head=True)
+    assert {layer.dtype_policy.name for layer in qa.bilstm._flatten_layers()} == {"mixed_bfloat16"}  # its LSTMs
+    models = [mixed, BertClassifier(BertEncoder(tiny_config), num_classes=3), BertSpanQA(tiny_config, bilstm_head=True),
+              BertFeatureTagger(BertEncoder(tiny_config), num_classes=3, combination="weighted_sum_all", lstm_units=4),
+              BertMultipleChoice(BertEncoder(tiny_config))]
+    for model in models:  # each sub-layer's policy is saved, the LSTMs' and the layer mix's too
+        batch = inputs_for(model, tiny_config)
+        expected = flat(model(batch))
         model.save(tmp_path / "m.keras")
-        for policy in ("mixed_bfloat16", "float32"):
+        for policy in ("mixed_float16", "float32"):
             with global_policy(policy):
                 clone = keras.saving.load_model(tmp_path / "m.keras")
-            assert clone.head.dtype_policy.name == model.head.dtype_policy.name
-            np.testing.assert_array_equal(clone(batch)["logits"].numpy(), expected)
+            assert clone.dtype_policy.name == model.dtype_policy.name
+            for x, y in zip(flat(clone(batch)), expected):
+                np.testing.assert_array_equal(x, y)
 
 
 @pytest.mark.parametrize("policy, tolerance", [("mixed_bfloat16", 0.1), ("mixed_float16", 0.02)])

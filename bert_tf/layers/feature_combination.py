@@ -35,7 +35,8 @@ class FeatureCombination(keras.layers.Layer):
         self.num_layers = num_layers
         self.mix = None
         if combination.startswith("weighted_sum"):
-            self.mix = ScalarMix(4 if combination.endswith("four") else num_layers, name="scalar_mix")
+            self.mix = ScalarMix(4 if combination.endswith("four") else num_layers, dtype=self.dtype_policy,
+                                 name="scalar_mix")
 
     def build(self, input_shape=None):
         if self.mix is not None:
