@@ -65,6 +65,8 @@ class GlueTask(Task):
                     continue
                 needed = max(c for c in (columns.text_a, columns.text_b, columns.label, columns.guid)
                              if c is not None)  # a label at -1 (the last column) needs no more
+                if not row:  # a blank line: no example and nothing to shift, as at the end of a file
+                    continue
                 if len(row) <= needed:
                     if split.startswith("test"):
                         raise DataError(malformed_test_row(path, number, len(row), needed + 1))

@@ -34,10 +34,12 @@ class XnliTask(Task):
             rows, columns = self._rows(path), 8
             examples = [Example(f"{split}-{n}", row[6], row[7], self._label(row[1], path, n))
                         for n, row in rows if len(row) >= columns and row[0] == self.language]
-        short = [n for n, row in rows if len(row) < columns]
-        if short and split.startswith("test"):
-            found = next(len(row) for n, row in rows if n == short[0])
-            raise DataError(malformed_test_row(path, short[0], found, columns))
+        short = [n for n, row in rows if 0 < len(row) < columns]  # a blank line is no row
+        # a short test row of this language would shift its predictions; another language's is not predicted
+        ours = [n for n, row in rows if 0 < len(row) < columns and row[0] == self.language]
+        if ours and split.startswith("test"):
+            found = next(len(row) for n, row in rows if n == ours[0])
+            raise DataError(malformed_test_row(path, ours[0], found, columns))
         malformed = len(short)
         if malformed:  # as the GLUE readers say it
             logging.warning("%s: skipped %d malformed line(s) with too few columns", path, malformed)

@@ -81,6 +81,9 @@ def test_bad_rows_are_counted_or_named(tmp_path, caplog):
                                    [2, "A", "B"]])
     with pytest.raises(DataError, match=r"test.tsv:3: 2 column\(s\) where the test rows need 3; fix or remove"):
         qqp.examples(str(tmp_path), "test")
+    with open(tmp_path / "test.tsv", "w") as f:  # blank lines, inside and at the end, are no rows
+        f.write("id\tquestion1\tquestion2\n0\tHow?\tWhy?\n\n1\tA\tB\n\n")
+    assert [e.guid for e in qqp.examples(str(tmp_path), "test")] == ["0", "1"]
     with pytest.raises(DataError, match="rte.*not found|not found.*rte"):
         get_task("rte").examples(str(tmp_path / "nowhere"), "train")
     # a stray carriage return inside a line joins its two sides, as TensorFlow's GFile (the original's reader) reads
@@ -100,6 +103,11 @@ def test_bad_rows_are_counted_or_named(tmp_path, caplog):
     (tmp_path / "xnli.test.tsv").write_bytes((tmp_path / "xnli.dev.tsv").read_bytes())
     with pytest.raises(DataError, match=r"xnli.test.tsv:2: 7 column\(s\) where the test rows need 8"):
         get_task("xnli").examples(str(tmp_path), "test")
+    # another language's short row, or a blank line, is no row of this language's predictions: skipped
+    (tmp_path / "xnli.test.tsv").write_text((tmp_path / "xnli.dev.tsv").read_text().replace("zh\tentailment",
+                                                                                            "th\tentailment") + "\n")
+    (example,) = get_task("xnli").examples(str(tmp_path), "test")
+    assert example.label == "neutral"
     with pytest.raises(DataError, match="unknown task"):
         get_task("squadd")
 
