@@ -144,15 +144,17 @@ def _bool(text: str) -> bool:
         raise argparse.ArgumentTypeError(f"{text!r} is not true or false") from None
 
 
-def _unknown_to_beam(args: list[str]) -> list[str]:
-    """Those of `args` (Beam's flags, before `--` or after it) that Beam's pipeline options do not know, with the
-    runner's own registered: Beam would drop them with a warning, and the run would go on without them."""
+def _unknown_to_beam(args: list[str]) -> tuple[list[str], str]:
+    """(those of `args` (Beam's flags, before `--` or after it) that Beam's pipeline options do not know, with the
+    runner's own registered: Beam would drop them with a warning, and the run would go on without them; why the
+    runner's options could not be registered, or "")."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     quiet = logging.Filter()
     quiet.filter = lambda record: False  # Beam's own warnings about them: the refusal says it in one line
     beam_logger = logging.getLogger("apache_beam.options.pipeline_options")
     beam_logger.addFilter(quiet)
+    problem = ""
     try:
         runner = PipelineOptions(args).view_as(StandardOptions).runner
         if isinstance(runner, str):  # a runner's options (the Dask runner's) exist once its module is imported
@@ -161,13 +163,13 @@ def _unknown_to_beam(args: list[str]) -> list[str]:
             if "." in path:
                 try:
                     importlib.import_module(path.rsplit(".", 1)[0])
-                except ImportError:  # not installed (Dataflow's needs apache-beam[gcp]): Beam says so when it runs
-                    pass
+                except ImportError as e:  # not installed (Dataflow's needs apache-beam[gcp]): Beam says so when it
+                    problem = f"--runner={runner}: {e}"  # runs, unless a flag of its is refused first
         options = PipelineOptions(args)
         unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
     finally:
         beam_logger.removeFilter(quiet)
-    return [arg for arg in args if arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] in unknown]
+    return [arg for arg in args if arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] in unknown], problem
 
 
 class _Parser(argparse.ArgumentParser):
@@ -176,6 +178,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise SystemExit(f"{self.prog}: error: {message}")
+
+    @property
+    def option_names(self) -> set[str]:
+        return {name for action in self._actions for name in action.option_strings}
 
 
 def parse_args(argv=None):
@@ -211,10 +217,16 @@ def parse_args(argv=None):
         else:
             parser.add_argument(f"--{field.name}", type=kind, default=field.default)
     args, rest = parser.parse_known_args(ours)
-    unknown = _unknown_to_beam(rest + beam_args)
+    unknown, problem = _unknown_to_beam(rest + beam_args)
+    ours_late = [arg for arg in unknown if arg in beam_args and arg.split("=", 1)[0] in parser.option_names]
+    if ours_late:
+        parser.error(f"{' '.join(ours_late)}: this command's flag(s), given after --, where Beam's go; put them "
+                     "before --")
     if unknown:
+        why = (f"; the runner's own flags are unknown while its module cannot be imported ({problem})" if problem
+               else "")
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither this command's flags nor Beam's, nor "
-                     "its runner's)")
+                     f"its runner's{why})")
     if args.global_shuffle:
         parser.error("--global_shuffle is create_pretraining_data's (a second pass over the output on one "
                      "machine); a Beam run has no such pass, and the runner orders the records in its shards")

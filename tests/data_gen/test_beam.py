@@ -145,7 +145,10 @@ def test_flags_take_absls_spellings_and_a_flag_nobody_knows_is_refused(capsys):
                          # after `--` too, where Beam would drop it: the runner's own flags are known
                          (["--", "--runner=DirectRunner", "--direct_num_workerz=2"],
                           "unrecognized arguments: --direct_num_workerz=2 "),
-                         (["--", f"--runner={DASK}", "--dask_adress=x:8786"], "arguments: --dask_adress=x:8786 ")):
+                         (["--", f"--runner={DASK}", "--dask_adress=x:8786"], "arguments: --dask_adress=x:8786 "),
+                         (["--", "--max_seq_length=64"], "--max_seq_length=64: this command's flag.*before --"),
+                         (["--", "--runner=no_such.module.Runner", "--its_flag=1"],
+                          "--its_flag=1 .*while its module cannot be imported .*No module named 'no_such'")):
         with pytest.raises(SystemExit, match=f"^data_gen.beam: error: .*{message}"):
             parse_args([*base, *bad])
     assert parse_args([*base, "--", f"--runner={DASK}", "--dask_client_address=x:8786"])[2] == [
