@@ -198,11 +198,11 @@ def save_keras_hub(model, directory: str, vocab_file: str | None = None, do_lowe
         tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=do_lower_case,
                                                    strip_accents=do_lower_case)
         preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=seq_length)
+        folds = "folds compatibility forms (ﬁ, ², ß, full-width letters), " if do_lower_case else ""
         logging.warning("%s: the preset's preprocessor is keras-hub's BertTokenizer, which is not the original's: it "
                         "reads non-ASCII spaces (U+00A0, U+3000) as part of a word, splits at zero-width characters "
-                        "and soft hyphens, folds compatibility forms (ﬁ, ², ß, full-width letters) and makes a word "
-                        "over 100 characters [UNK]; text with them gets other ids than in training (export/'s "
-                        "SavedModels tokenize as the original)", directory)
+                        "and soft hyphens, %sand makes a word over 100 characters [UNK]; text with them gets other ids "
+                        "than in training (export/'s SavedModels tokenize as the original)", directory, folds)
         task = keras_hub.models.BertTextClassifier(_backbone_of(model.encoder, directory), model.num_classes,
                                                    preprocessor=preprocessor, dropout=model.head.dropout_rate)
         task.output_dense.set_weights([model.head.dense.kernel.numpy(), model.head.dense.bias.numpy()])
