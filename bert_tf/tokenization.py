@@ -305,6 +305,11 @@ def drop_invalid_utf8(text):
                    lambda: tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore"))
 
 
+def invalid_utf8(text):
+    """Strings -> bool, which of them are not valid UTF-8 as ICU and Python decode it (`drop_invalid_utf8`)."""
+    return ~tf.strings.regex_full_match(text, _VALID_UTF8)
+
+
 def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: bool):
     """tensorflow-text's WordPiece tokenizer of `vocab`, or None where it cannot be built (one that splits words
     itself, from a vocabulary without a token free of punctuation). Eagerly, the same one for the same arguments:

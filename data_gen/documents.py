@@ -57,8 +57,13 @@ def read_documents(files: Iterable[str]) -> Iterator[list[str]]:
                         document = []
         if document:
             yield document
-        if damaged:
-            logging.warning("%s: %d line(s) had invalid UTF-8 bytes; those bytes were dropped", path, damaged)
+        warn_invalid_utf8(path, damaged)
+
+
+def warn_invalid_utf8(path: str, damaged: int) -> None:
+    """The warning for a file with `damaged` lines whose invalid UTF-8 bytes were dropped (none: no warning)."""
+    if damaged:
+        logging.warning("%s: %d line(s) had invalid UTF-8 bytes; those bytes were dropped", path, damaged)
 
 
 _BLOCK_BYTES = 1 << 22

@@ -13,11 +13,11 @@ import collections
 import os
 
 from bert_tf.tf_data import without_autotuning
-from bert_tf.tokenization import InGraphTokenizer
+from bert_tf.tokenization import InGraphTokenizer, invalid_utf8
 
 import tensorflow as tf
 from bert_tf import fileio, staging
-from data_gen.documents import CorpusError, FileCorpus, as_corpus, corpus_documents
+from data_gen.documents import CorpusError, FileCorpus, as_corpus, corpus_documents, warn_invalid_utf8
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
@@ -31,15 +31,25 @@ def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 102
     tokenization, streamed in batches of lines. Text files are read by TensorFlow's line reader; a TFDS corpus as
     create_pretraining_data reads it, one sentence per line."""
     tokenizer = InGraphTokenizer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
-    if isinstance(corpus, FileCorpus):
-        lines = without_autotuning(tf.data.TextLineDataset(parts).batch(batch_size).prefetch(2))
-    else:
-        lines = _batches((line for document in corpus_documents(corpus, parts) for line in document), batch_size)
-    split = tf.function(lambda batch: tokenizer.split_words(batch, with_offsets=False)[0].flat_values,
+    # the words, and how many lines had invalid UTF-8 (the tokenizer drops those bytes, as create_pretraining_data)
+    split = tf.function(lambda batch: (tokenizer.split_words(batch, with_offsets=False)[0].flat_values,
+                                       tf.reduce_sum(tf.cast(invalid_utf8(batch), tf.int64))),
                         autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+    if isinstance(corpus, FileCorpus):
+        sources = [(part, without_autotuning(tf.data.TextLineDataset(part).batch(batch_size).prefetch(2)))
+                   for part in parts]
+    else:
+        sources = [(None, _batches((line for document in corpus_documents(corpus, parts) for line in document),
+                                   batch_size))]
     counts = collections.Counter()
-    for batch in lines:
-        counts.update(split(batch).numpy())
+    for path, lines in sources:
+        damaged = 0
+        for batch in lines:
+            words, bad = split(batch)
+            counts.update(words.numpy())
+            damaged += int(bad)
+        if path is not None:
+            warn_invalid_utf8(path, damaged)
     return collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})
 
 

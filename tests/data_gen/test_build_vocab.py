@@ -115,6 +115,22 @@ def test_counting_words_reads_a_text_corpus_without_tf_datas_autotuning(corpus, 
     assert [dataset.options().autotune.enabled for dataset in read] == [False]
 
 
+def test_counting_words_drops_invalid_utf8_and_names_the_file(tmp_path, caplog):
+    """Invalid UTF-8 bytes are dropped, as create_pretraining_data drops them, with its warning naming each file
+    and its number of damaged lines (the count said nothing of them)."""
+    from data_gen import vocab
+    from data_gen.documents import as_corpus
+
+    (tmp_path / "bad.txt").write_bytes(b"caf\xc3\xa9 \xff\xfebad\n\nok \x80line\nclean line\n")
+    (tmp_path / "good.txt").write_bytes("café ok\n".encode())
+    text = as_corpus(f"{tmp_path}/bad.txt,{tmp_path}/good.txt")
+    with caplog.at_level("WARNING"):
+        counts = vocab.count_words(text, text.parts())
+    assert (counts["bad"], counts["line"], counts["cafe"]) == (1, 2, 2)  # "\\x80line" read as "line"
+    assert "bad.txt: 2 line(s) had invalid UTF-8 bytes; those bytes were dropped" in caplog.text
+    assert "good.txt" not in caplog.text
+
+
 @pytest.mark.reference
 def test_the_learner_makes_tensorflow_texts_vocabulary(corpus, tmp_path):
     """`data_gen.wordpiece_learner` against tensorflow-text's learner itself, token for token: on real English,
