@@ -300,14 +300,15 @@ def drop_invalid_utf8(text):
     """Strings -> the same with the bytes of invalid UTF-8 dropped, as the original's `convert_to_unicode` (errors=
     "ignore") does. Nearly all text is valid, and RE2's check costs far less than ICU's repair, so a batch is
     repaired only when some line needs it."""
-    valid = tf.reduce_all(tf.strings.regex_full_match(text, _VALID_UTF8))
+    valid = tf.reduce_all(valid_utf8(text))
     return tf.cond(valid, lambda: tf.identity(text),
                    lambda: tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore"))
 
 
-def invalid_utf8(text):
-    """Strings -> bool, which of them are not valid UTF-8 as ICU and Python decode it (`drop_invalid_utf8`)."""
-    return ~tf.strings.regex_full_match(text, _VALID_UTF8)
+def valid_utf8(text):
+    """Strings -> bool, which of them are valid UTF-8 as ICU and Python decode it (the rest `drop_invalid_utf8`
+    repairs)."""
+    return tf.strings.regex_full_match(text, _VALID_UTF8)
 
 
 def _fast_wordpiece(vocab: tuple, max_bytes_per_word: int, no_pretokenization: bool):

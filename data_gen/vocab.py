@@ -13,7 +13,7 @@ import collections
 import os
 
 from bert_tf.tf_data import without_autotuning
-from bert_tf.tokenization import InGraphTokenizer, invalid_utf8
+from bert_tf.tokenization import InGraphTokenizer, valid_utf8
 
 import tensorflow as tf
 from bert_tf import fileio, staging
@@ -33,7 +33,7 @@ def count_words(corpus, parts, do_lower_case: bool = True, batch_size: int = 102
     tokenizer = InGraphTokenizer(vocab=reserved_tokens(0), do_lower_case=do_lower_case)
     # the words, and how many lines had invalid UTF-8 (the tokenizer drops those bytes, as create_pretraining_data)
     split = tf.function(lambda batch: (tokenizer.split_words(batch, with_offsets=False)[0].flat_values,
-                                       tf.reduce_sum(tf.cast(invalid_utf8(batch), tf.int64))),
+                                       tf.reduce_sum(tf.cast(~valid_utf8(batch), tf.int64))),
                         autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     if isinstance(corpus, FileCorpus):
         sources = [(part, without_autotuning(tf.data.TextLineDataset(part).batch(batch_size).prefetch(2)))

@@ -403,12 +403,12 @@ def test_any_bytes_are_read_like_the_original(tokenizers, traced, offsets, lines
     or no line needs it: the layer repairs a batch only where RE2 finds a line that is not valid UTF-8, and that test
     must accept exactly what ICU and Python accept. Offsets point into the repaired text, as they always did: the
     raw batch and the batch repaired beforehand get the same ids and spans."""
-    from bert_tf.tokenization import _VALID_UTF8
+    from bert_tf.tokenization import valid_utf8
 
     python = tokenizers[0]
     batch = lines + [text.encode() for text in valid]
     repaired = [line.decode("utf-8", "ignore").encode() for line in batch]
-    accepted = tf.strings.regex_full_match(tf.constant(batch), _VALID_UTF8).numpy().tolist()
+    accepted = valid_utf8(tf.constant(batch)).numpy().tolist()
     assert accepted == [fixed == line for fixed, line in zip(repaired, batch)]
     expected = [python.convert_tokens_to_ids(python.tokenize(line)) for line in batch]
     call, with_offsets = traced
